@@ -1,0 +1,1 @@
+"""rl: a gin-configured reinforcement-learning experiment runner on JAX."""

@@ -1,0 +1,113 @@
+"""Checkpoints through orbax: atomic, the last few kept, fallback on a bad newest one.
+
+A checkpoint is one orbax step holding two items: `arrays` (a nested dict of
+numpy arrays: parameters, optimizer state, replay epochs, RNG keys) and `meta`
+(JSON: counters, numpy generator states, metrics history, the config). Orbax
+writes into a temporary folder and renames it when complete, so a run killed
+mid-write leaves the previous checkpoint as the newest complete one.
+"""
+import logging
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+_EMPTY = '__empty__'
+
+
+def _to_numpy_tree(tree):
+  """Nested dict of numpy arrays; zero-size arrays and empty dicts are recorded aside.
+
+  Orbax refuses zero-size arrays, and empty containers don't round-trip, so
+  they travel in the JSON metadata as (path, shape, dtype).
+  """
+  empties = []
+
+  def walk(node, path):
+    if isinstance(node, dict):
+      if not node:
+        empties.append([path, None, None])
+        return None
+      out = {}
+      for k, v in node.items():
+        r = walk(v, path + [str(k)])
+        if r is not None:
+          out[str(k)] = r
+      return out or None
+    arr = np.asarray(jax.device_get(node))
+    if arr.size == 0:
+      empties.append([path, list(arr.shape), arr.dtype.str])
+      return None
+    return arr
+
+  return walk(tree, []) or {}, empties
+
+
+def _restore_empties(tree, empties):
+  for path, shape, dtype in empties:
+    node = tree
+    for k in path[:-1]:
+      node = node.setdefault(k, {})
+    value = {} if shape is None else np.zeros(shape, np.dtype(dtype))
+    if path:
+      node[path[-1]] = value
+  return tree
+
+
+class Checkpointer:
+  """Saves and restores (arrays, meta) pairs under `directory`."""
+
+  def __init__(self, directory, max_to_keep=3):
+    options = ocp.CheckpointManagerOptions(
+        max_to_keep=max_to_keep, create=True,
+        # Synchronous: a checkpoint of these small states takes tens of ms,
+        # and a finished save() must mean the data is on disk before the next
+        # epoch mutates the buffers.
+        enable_async_checkpointing=False)
+    self._manager = ocp.CheckpointManager(directory, options=options)
+
+  def all_steps(self):
+    return sorted(self._manager.all_steps())
+
+  def save(self, step, arrays, meta):
+    np_arrays, empties = _to_numpy_tree(arrays)
+    meta = dict(meta, **{_EMPTY: empties})
+    self._manager.save(step, args=ocp.args.Composite(
+        arrays=ocp.args.StandardSave(np_arrays), meta=ocp.args.JsonSave(meta)))
+    self._manager.wait_until_finished()
+
+  def restore_latest(self):
+    """Returns (step, arrays, meta) of the newest readable checkpoint, or None.
+
+    A newest checkpoint that cannot be read (corrupted, partly deleted) is
+    skipped with a warning and removed, so the run continues from the one
+    before and its later saves don't collide with the bad step.
+    """
+    for step in reversed(self.all_steps()):
+      try:
+        restored = self._manager.restore(step, args=ocp.args.Composite(
+            arrays=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore()))
+      except Exception as e:  # pylint: disable=broad-except
+        logging.warning('checkpoint %d is unreadable (%s: %s); falling back to the '
+                        'previous one', step, type(e).__name__, str(e).splitlines()[0][:200])
+        self._manager.delete(step)
+        continue
+      meta = dict(restored['meta'])
+      empties = meta.pop(_EMPTY, [])
+      arrays = _restore_empties(_numpy_dicts(restored['arrays']), empties)
+      return step, arrays, meta
+    return None
+
+  def delete_after(self, step):
+    for s in self.all_steps():
+      if s > step:
+        self._manager.delete(s)
+
+  def close(self):
+    self._manager.close()
+
+
+def _numpy_dicts(tree):
+  if isinstance(tree, dict):
+    return {k: _numpy_dicts(v) for k, v in tree.items()}
+  return np.asarray(tree)

@@ -1,0 +1,30 @@
+"""Errors that reach the user as one line: what is wrong and how to fix it.
+
+The runner prints `str(error)` of these without a traceback and exits non-zero,
+so every message must stand on its own and name the fix.
+"""
+
+
+class UserError(Exception):
+  """Bad input from the user (config, flags, env id, output folder)."""
+
+
+class ConfigError(UserError):
+  """A gin config that cannot run (unknown binding, bad value, bad combination)."""
+
+
+class OutputDirError(UserError):
+  """The output folder cannot be used (a file, not writable, locked, or a different run)."""
+
+
+class NonFiniteLossError(RuntimeError):
+  """A loss or metric became NaN or infinite during training."""
+
+  def __init__(self, metric, value, step):
+    self.metric = metric
+    self.value = value
+    self.step = step
+    super().__init__(
+        f"training stopped: '{metric}' became {value} at train step {step}; "
+        "the last good checkpoint is kept. Lower the learning rate or enable "
+        "gradient clipping (e.g. Adam.clip_grad_norm = 0.5) and rerun.")

@@ -1,0 +1,99 @@
+"""Per-epoch metrics: metrics.jsonl, TensorBoard event files and the console line.
+
+One record per epoch, with stable keys users can script against:
+  epoch, env_steps, n_trajectories, train_return, eval_return (greedy mean),
+  eval_return_temperature_<T> (other temperatures), the trainer's losses and
+  metrics under their own names, time_collect, time_eval, time_train (seconds).
+NaN (e.g. no episode ended in an epoch) is written as null, so the file is
+strict JSON lines.
+"""
+import json
+import math
+import os
+
+from tensorboardX import SummaryWriter
+
+METRICS_FILE = 'metrics.jsonl'
+# Wall-clock fields: they differ between otherwise identical runs.
+TIMING_KEYS = ('time_collect', 'time_eval', 'time_train', 'env_steps_per_second',
+               'steps_per_second', 'policy_steps_per_second', 'value_steps_per_second')
+
+
+def eval_key(temperature):
+  """The metrics key of the eval return at `temperature` (0 is plain eval_return)."""
+  return 'eval_return' if temperature == 0 else f'eval_return_temperature_{temperature:g}'
+
+
+def clean(record):
+  """JSON-safe copy: non-finite floats become None."""
+  out = {}
+  for k, v in record.items():
+    if isinstance(v, float) and not math.isfinite(v):
+      v = None
+    out[k] = v
+  return out
+
+
+class MetricsWriter:
+  """Appends epoch records to metrics.jsonl and TensorBoard in `output_dir`.
+
+  `history` (the records of the epochs already done, from the checkpoint) is
+  written back first: on a resume this drops the records of epochs that ran
+  after the last checkpoint, so the file matches the restored state exactly.
+  """
+
+  def __init__(self, output_dir, history=()):
+    self._path = os.path.join(output_dir, METRICS_FILE)
+    tmp = self._path + '.tmp'
+    with open(tmp, 'w') as f:
+      for record in history:
+        f.write(json.dumps(clean(record)) + '\n')
+    os.replace(tmp, self._path)
+    self._file = open(self._path, 'a')
+    last_epoch = history[-1]['epoch'] if history else 0
+    # purge_step hides TensorBoard events of epochs after the checkpoint.
+    self._tb = SummaryWriter(os.path.join(output_dir, 'tensorboard'),
+                             purge_step=last_epoch + 1, flush_secs=30)
+
+  def write(self, record):
+    record = clean(record)
+    self._file.write(json.dumps(record) + '\n')
+    self._file.flush()
+    step = record['env_steps']
+    for k, v in record.items():
+      if k not in ('epoch', 'env_steps') and isinstance(v, (int, float)) and v is not None:
+        self._tb.add_scalar(k, v, global_step=record['epoch'])
+    self._tb.add_scalar('env_steps', step, global_step=record['epoch'])
+
+  def close(self):
+    self._file.close()
+    self._tb.close()
+
+
+def read_metrics(output_dir):
+  with open(os.path.join(output_dir, METRICS_FILE)) as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def _fmt(v):
+  return 'n/a' if v is None or (isinstance(v, float) and not math.isfinite(v)) else f'{v:.1f}'
+
+
+def _fmt_time(seconds):
+  seconds = int(seconds)
+  h, rem = divmod(seconds, 3600)
+  m, s = divmod(rem, 60)
+  return f'{h}:{m:02d}:{s:02d}' if h else f'{m}:{s:02d}'
+
+
+def console_line(record, n_epochs, seconds_per_epoch):
+  """'epoch 12/100 | env steps 24,000 | train 87.3 | eval 120.0 | 3,400 steps/s | left 0:42'."""
+  parts = [f"epoch {record['epoch']}/{n_epochs}",
+           f"env steps {record['env_steps']:,}",
+           f"train {_fmt(record.get('train_return'))}"]
+  if 'eval_return' in record:
+    parts.append(f"eval {_fmt(record.get('eval_return'))}")
+  if record.get('env_steps_per_second'):
+    parts.append(f"{record['env_steps_per_second']:,.0f} steps/s")
+  parts.append(f"left {_fmt_time(seconds_per_epoch * (n_epochs - record['epoch']))}")
+  return ' | '.join(parts)

@@ -1,0 +1,348 @@
+r"""The runner: `python -m rl.run --config_file=configs/X.gin [--config 'A.b=1'] [--output_dir=D]`.
+
+Config files are parsed in order, then the --config bindings, then --seed.
+Everything that can be wrong with the input (config, env, action space,
+output folder) is checked before the first write to the output folder, and
+reported as one line with a non-zero exit. Rerunning the same command on the
+same folder resumes from the last checkpoint.
+"""
+import contextlib
+import difflib
+import fcntl
+import inspect
+import logging
+import os
+import re
+import sys
+import tempfile
+
+from absl import app
+from absl import flags
+from absl import logging as absl_logging
+import gin
+
+# Imported for their gin registrations, so configs can name them.
+from rl import advantages  # pylint: disable=unused-import
+from rl import distributions  # pylint: disable=unused-import
+from rl import models  # pylint: disable=unused-import
+from rl import trainers  # pylint: disable=unused-import
+from rl.checkpoints import Checkpointer
+from rl.errors import ConfigError
+from rl.errors import NonFiniteLossError
+from rl.errors import OutputDirError
+from rl.errors import UserError
+from rl.metrics import MetricsWriter
+from rl.supervised import lr_schedules  # pylint: disable=unused-import
+from rl.supervised import optimizers  # pylint: disable=unused-import
+from rl.task import RLTask
+
+FLAGS = flags.FLAGS
+flags.DEFINE_multi_string('config_file', [], 'Gin config files, parsed in order.')
+flags.DEFINE_multi_string('config', [], 'Gin bindings applied after the files, e.g. '
+                          "'RLTask.gamma = 0.95'.")
+flags.DEFINE_string('output_dir', None, 'The run folder (default: runs/<stem of the '
+                    'first config file>).')
+flags.DEFINE_integer('seed', None, 'Overrides RLTask.seed.')
+flags.DEFINE_bool('allow_config_change', False, 'Resume a run whose config differs '
+                  'from the one it was started with (on purpose).')
+
+CHECKPOINT_DIR = 'checkpoints'
+CONFIG_FILE = 'config.gin'
+# Bindings that may change between a run and its resume.
+RESUMABLE_BINDINGS = ('train_rl.n_epochs',)
+
+
+@gin.configurable(denylist=['task', 'output_dir'])
+def train_rl(output_dir=None, trainer_class=gin.REQUIRED, n_epochs=100,
+             checkpoint_every=10, task=None):
+  """Builds the trainer and runs it to `n_epochs` total epochs, resuming if it can.
+
+  Args:
+    output_dir: the run folder (from the runner; not bindable in gin).
+    trainer_class: the trainer, e.g. @PolicyGradientTrainer.
+    n_epochs: total epochs of the run; raise it to extend a finished run.
+    checkpoint_every: checkpoint every this many epochs (and after the last).
+    task: the RLTask (from the runner).
+  """
+  return _Run(output_dir, trainer_class, n_epochs, checkpoint_every, task)
+
+
+class _Run:
+  """The parts of one run, built (and validated) before anything is written."""
+
+  def __init__(self, output_dir, trainer_class, n_epochs, checkpoint_every, task):
+    self.output_dir = output_dir
+    self.n_epochs = int(n_epochs)
+    self.checkpoint_every = int(checkpoint_every)
+    if self.n_epochs < 0 or self.checkpoint_every < 1:
+      raise ConfigError('train_rl.n_epochs must be >= 0 and train_rl.checkpoint_every >= 1.')
+    if not isinstance(trainer_class, type):
+      raise ConfigError('train_rl.trainer_class must be a trainer class, e.g. '
+                        'train_rl.trainer_class = @PolicyGradientTrainer.')
+    self.trainer = _construct(trainer_class, task=task, output_dir=output_dir)
+
+
+def _registered_names():
+  registry = gin.config._REGISTRY  # pylint: disable=protected-access
+  return sorted({selector.split('.')[-1] for selector, _ in registry.items()})
+
+
+def _parameters_of(selector):
+  """All keyword parameters a configurable accepts (following **kwargs up the MRO)."""
+  try:
+    fn = gin.config._REGISTRY.get_match(selector).wrapped  # pylint: disable=protected-access
+  except Exception:  # pylint: disable=broad-except
+    return []
+  names = set()
+  targets = fn.__mro__ if isinstance(fn, type) else [fn]
+  for target in targets:
+    init = target.__init__ if isinstance(target, type) else target
+    try:
+      params = inspect.signature(init).parameters
+    except (TypeError, ValueError):
+      continue
+    names.update(p for p, v in params.items()
+                 if v.kind not in (v.VAR_KEYWORD, v.VAR_POSITIONAL) and p != 'self')
+  return sorted(names)
+
+
+def _suggest(word, candidates):
+  close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+  return f" Did you mean '{close[0]}'?" if close else ''
+
+
+def _gin_error(e):
+  """Turns gin's parse errors into one line with a suggestion."""
+  text = ' '.join(str(e).split())
+  m = re.search(r"No configurable matching '([^']+)'", text)
+  if m:
+    name = m.group(1).split('/')[-1]
+    return ConfigError(f"unknown configurable '{name}' in the gin config."
+                       f"{_suggest(name, _registered_names())} Check the binding's spelling.")
+  m = re.search(r"Configurable '([^']+)' doesn't have a parameter named '([^']+)'", text)
+  if m:
+    selector, param = m.groups()
+    return ConfigError(f"'{selector}' has no parameter '{param}'."
+                       f"{_suggest(param, _parameters_of(selector))} "
+                       "Fix the binding's parameter name.")
+  return ConfigError(f'bad gin config: {text[:400]}')
+
+
+def _construct(cls, **kwargs):
+  """Calls a gin-configured class, turning bad bindings into ConfigErrors."""
+  try:
+    return cls(**kwargs)
+  except UserError as e:
+    # gin appends 'In call to configurable ...' lines; the user needs one line.
+    base = next(c for c in type(e).__mro__ if c in (ConfigError, OutputDirError, UserError))
+    raise base(_first_sentence(str(e))) from None
+  except TypeError as e:
+    text = ' '.join(str(e).split())
+    m = re.search(r"unexpected keyword argument '([^']+)'", text)
+    if m:
+      name = cls.__name__
+      return_error = ConfigError(
+          f"'{name}' has no parameter '{m.group(1)}'."
+          f"{_suggest(m.group(1), _parameters_of(name))} Fix the binding's parameter name.")
+      raise return_error from None
+    raise ConfigError(f'cannot build {cls.__name__}: {_first_sentence(text)} '
+                      '(check the types of its gin bindings).') from None
+  except (ValueError, AttributeError, KeyError, IndexError) as e:
+    raise ConfigError(f'cannot build {cls.__name__}: {_first_sentence(str(e))} '
+                      '(check its gin bindings).') from None
+
+
+def _first_sentence(text):
+  """The error text without gin's call-site lines, on one line."""
+  text = text.split('\n  In call to configurable')[0]
+  return ' '.join(text.split())[:400]
+
+
+def parse_config(config_files, bindings):
+  for path in config_files:
+    if not os.path.isfile(path):
+      raise ConfigError(f"config file '{path}' does not exist; check the --config_file path.")
+  try:
+    gin.parse_config_files_and_bindings(config_files, bindings, finalize_config=False)
+  except (ValueError, KeyError, SyntaxError, TypeError) as e:
+    raise _gin_error(e) from None
+  except Exception as e:  # gin's own parse errors  pylint: disable=broad-except
+    raise _gin_error(e) from None
+
+
+def config_bindings(config_str):
+  """{'selector.param': 'value'} of a gin config string (one binding a line)."""
+  bindings = {}
+  key = None
+  for line in config_str.splitlines():
+    if not line.strip() or line.lstrip().startswith('#'):
+      continue
+    m = re.match(r'^([\w./@-]+)\s*=\s*(.*)$', line)
+    if m and not line.startswith(' '):
+      key = m.group(1)
+      bindings[key] = m.group(2).strip()
+    elif key is not None:  # continuation of a multi-line value
+      bindings[key] += ' ' + line.strip()
+  return bindings
+
+
+def config_difference(old, new):
+  """Sorted 'name: old -> new' strings for bindings that differ (n_epochs excepted)."""
+  old_b, new_b = config_bindings(old), config_bindings(new)
+  diffs = []
+  for k in sorted(set(old_b) | set(new_b)):
+    if k in RESUMABLE_BINDINGS:
+      continue
+    if old_b.get(k) != new_b.get(k):
+      diffs.append(f'{k}: {old_b.get(k, "(unset)")} -> {new_b.get(k, "(unset)")}')
+  return diffs
+
+
+def check_output_dir(path):
+  """Fails early if `path` is a file or nothing can be written where it would live.
+
+  The probe is a real write (a temporary folder, removed at once): os.access
+  says yes to root even on filesystems that refuse writes.
+  """
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise OutputDirError(f"output folder '{path}' is a file; pass another --output_dir.")
+  probe = os.path.abspath(path)
+  while not os.path.exists(probe):
+    probe = os.path.dirname(probe)
+  try:
+    os.rmdir(tempfile.mkdtemp(prefix='.rl-write-probe-', dir=probe))
+  except OSError as e:
+    raise OutputDirError(f"output folder '{path}' is not writable ({e.strerror} in "
+                         f"'{probe}'); pass a folder you can write to.") from None
+
+
+@contextlib.contextmanager
+def folder_lock(path):
+  """An exclusive lock on the run folder; the OS drops it if the process dies."""
+  lock_path = os.path.join(path, '.lock')
+  with open(lock_path, 'a+') as f:
+    try:
+      fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      f.seek(0)
+      holder = f.read().strip() or 'another process'
+      raise OutputDirError(f"output folder '{path}' is in use by a running run "
+                           f'(pid {holder}); wait for it or pick another --output_dir.') from None
+    f.seek(0)
+    f.truncate()
+    f.write(str(os.getpid()))
+    f.flush()
+    try:
+      yield
+    finally:
+      fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _setup_logging(output_dir):
+  logger = logging.getLogger('rl')
+  logger.setLevel(logging.INFO)
+  logger.propagate = False
+  for h in list(logger.handlers):
+    logger.removeHandler(h)
+  console = logging.StreamHandler(sys.stdout)
+  console.setFormatter(logging.Formatter('%(message)s'))
+  logger.addHandler(console)
+  log_file = logging.FileHandler(os.path.join(output_dir, 'log.txt'))
+  log_file.setFormatter(logging.Formatter('%(asctime)s %(message)s'))
+  logger.addHandler(log_file)
+  return logger
+
+
+def execute(config_files, bindings, output_dir=None, seed=None, allow_config_change=False):
+  """Parses the config, builds, resumes and runs. Returns the finished trainer."""
+  gin.clear_config()
+  bindings = list(bindings)
+  if seed is not None:
+    bindings.append(f'RLTask.seed = {int(seed)}')
+  parse_config(config_files, bindings)
+  if output_dir is None:
+    if not config_files:
+      raise ConfigError('give --config_file (or --output_dir with --config bindings).')
+    stem = os.path.splitext(os.path.basename(config_files[0]))[0]
+    output_dir = os.path.join('runs', stem)
+  check_output_dir(output_dir)
+  full_config = gin.config_str()
+
+  task = _construct(RLTask)
+  try:
+    run = _construct(train_rl, output_dir=output_dir, task=task)
+  except gin.config.GinError if hasattr(gin.config, 'GinError') else () as e:  # pragma: no cover
+    raise _gin_error(e) from None
+  trainer = run.trainer
+
+  os.makedirs(output_dir, exist_ok=True)
+  with folder_lock(output_dir):
+    checkpointer = Checkpointer(os.path.join(output_dir, CHECKPOINT_DIR))
+    restored = checkpointer.restore_latest()
+    if restored is not None:
+      _, arrays, meta = restored
+      diffs = config_difference(meta.get('config', ''), full_config)
+      if diffs and not allow_config_change:
+        raise OutputDirError(
+            f"output folder '{output_dir}' holds a run with a different config ("
+            + '; '.join(diffs) + '); use another --output_dir, or '
+            '--allow_config_change to resume it anyway.')
+      if meta['epoch'] > run.n_epochs:
+        raise ConfigError(
+            f"train_rl.n_epochs ({run.n_epochs}) is lower than the {meta['epoch']} epochs "
+            f"already finished in '{output_dir}'; raise n_epochs or use another --output_dir.")
+      try:
+        trainer.load_state_dict(arrays, meta)
+      except (ValueError, KeyError, TypeError) as e:
+        raise ConfigError(
+            f"the checkpoint in '{output_dir}' does not fit the configured model or "
+            f'optimizer ({_first_sentence(str(e))[:200]}); a changed binding altered their '
+            'shapes. Use another --output_dir.') from None
+    else:
+      trainer.task.collect_initial()
+    log = _setup_logging(output_dir)
+    with open(os.path.join(output_dir, CONFIG_FILE), 'w') as f:
+      f.write(gin.operative_config_str())
+    if restored is not None:
+      log.info('Resuming %s from epoch %d.', output_dir, trainer.epoch)
+
+    def save():
+      arrays, meta = trainer.state_dict()
+      meta['config'] = full_config
+      checkpointer.save(trainer.epoch, arrays, meta)
+
+    writer = MetricsWriter(output_dir, trainer.history)
+    try:
+      trainer.run(run.n_epochs, checkpoint_fn=save, checkpoint_every=run.checkpoint_every,
+                  writer=writer, log=log.info)
+    finally:
+      writer.close()
+      checkpointer.close()
+      trainer.close()
+    last = trainer.history[-1] if trainer.history else {}
+    log.info('Training is done: %d epochs, %d env steps, eval return %s. Outputs in %s.',
+             trainer.epoch, trainer.task.n_interactions, last.get('eval_return', 'n/a'),
+             output_dir)
+  return trainer
+
+
+def main(argv):
+  # orbax logs every checkpoint step at INFO through absl; the console is ours.
+  absl_logging.set_verbosity(absl_logging.WARNING)
+  if len(argv) > 1:
+    print(f'rl.run: unexpected arguments {argv[1:]}; bindings go in --config.',
+          file=sys.stderr)
+    sys.exit(2)
+  try:
+    execute(FLAGS.config_file, FLAGS.config, FLAGS.output_dir, FLAGS.seed,
+            FLAGS.allow_config_change)
+  except UserError as e:
+    print(f'rl.run: error: {e}', file=sys.stderr)
+    sys.exit(2)
+  except NonFiniteLossError as e:
+    print(f'rl.run: error: {e}', file=sys.stderr)
+    sys.exit(1)
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,1 @@
+"""Supervised training machinery the RL trainers are built on."""

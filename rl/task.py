@@ -1,0 +1,459 @@
+"""RLTask: collection on a gymnasium vector env, the per-epoch replay buffer, slices.
+
+Data layout. A stored trajectory of T steps occupies T + 1 consecutive *rows*:
+rows 0..T-1 are its steps (observation at the start of the step, action,
+reward, dist_inputs of the acting policy, discounted return, done, mask=1), and
+row T holds the final observation with mask=0 and zeros elsewhere. `done` is
+gymnasium's `terminated` only: a time-limit truncation or a cut at `max_steps`
+leaves done=0 so that value-based estimators bootstrap from the final
+observation's value (TRAX_RL_SPEC Decisions 11). All trajectories of an epoch
+live in flat numpy arrays with `traj_start` offsets, so slices of many
+trajectories are gathered with one fancy-indexing operation per field.
+
+Collection. All `n_envs` envs step together with one batched policy call per
+step. Episodes that are still running when an epoch's quota is met carry over
+to the next epoch (their data stays in the running buffers), so no episode is
+dropped and short episodes are not favoured.
+"""
+import collections
+import math
+
+import gin
+import numpy as np
+
+from rl import envs as envs_lib
+from rl.advantages import discounted_returns
+from rl.errors import ConfigError
+
+# The fields of a batch of slices, each shaped [B, L, ...].
+Batch = collections.namedtuple(
+    'Batch', ['observation', 'action', 'reward', 'done', 'mask', 'dist_inputs', 'return_'])
+
+_ROW_FIELDS = Batch._fields
+
+
+class EpochData:
+  """The trajectories of one epoch, as flat row arrays plus offsets."""
+
+  def __init__(self, rows, traj_start, traj_rows):
+    self.rows = rows  # dict field -> [R, ...]
+    self.traj_start = traj_start  # [n] first row of each trajectory
+    self.traj_rows = traj_rows  # [n] rows of each trajectory (steps + 1)
+
+  @property
+  def n_trajectories(self):
+    return len(self.traj_start)
+
+  @property
+  def n_steps(self):
+    return int(self.rows['mask'].sum())
+
+  @classmethod
+  def concatenate(cls, parts):
+    if len(parts) == 1:
+      return parts[0]
+    offsets = np.cumsum([0] + [len(p.rows['mask']) for p in parts[:-1]])
+    rows = {f: np.concatenate([p.rows[f] for p in parts]) for f in _ROW_FIELDS}
+    starts = np.concatenate([p.traj_start + o for p, o in zip(parts, offsets)])
+    return cls(rows, starts, np.concatenate([p.traj_rows for p in parts]))
+
+  def state(self):
+    return dict(self.rows, traj_start=self.traj_start, traj_rows=self.traj_rows)
+
+  @classmethod
+  def from_state(cls, state):
+    return cls({f: np.asarray(state[f]) for f in _ROW_FIELDS},
+               np.asarray(state['traj_start']), np.asarray(state['traj_rows']))
+
+
+class _RunningSegments:
+  """Per-env buffers of the trajectory segments being collected right now."""
+
+  def __init__(self, n_envs, capacity, obs_space, act_shape, act_dtype, n_dist_inputs):
+    self.length = np.zeros(n_envs, np.int64)
+    self.obs = np.zeros((n_envs, capacity + 1) + obs_space.shape, obs_space.dtype)
+    self.action = np.zeros((n_envs, capacity) + tuple(act_shape), act_dtype)
+    self.reward = np.zeros((n_envs, capacity), np.float32)
+    self.dist_inputs = np.zeros((n_envs, capacity, n_dist_inputs), np.float32)
+
+  @property
+  def capacity(self):
+    return self.action.shape[1]
+
+  def grow(self):
+    """Doubles the capacity: only envs without a time limit get here."""
+    def pad(a, extra):
+      return np.concatenate([a, np.zeros((a.shape[0], extra) + a.shape[2:], a.dtype)], 1)
+    extra = self.capacity
+    self.obs = pad(self.obs, extra)
+    self.action = pad(self.action, extra)
+    self.reward = pad(self.reward, extra)
+    self.dist_inputs = pad(self.dist_inputs, extra)
+
+  def state(self):
+    return {'length': self.length, 'obs': self.obs, 'action': self.action,
+            'reward': self.reward, 'dist_inputs': self.dist_inputs}
+
+  def load_state(self, state):
+    for k, v in state.items():
+      setattr(self, k, np.array(v))
+
+
+@gin.configurable(denylist=['dist_inputs_size'])
+class RLTask:
+  """An environment, the collected trajectories and the sampling of slices.
+
+  Args:
+    env: gymnasium env id, e.g. 'CartPole-v1'.
+    env_kwargs: extra keyword arguments for `gymnasium.make` (a dict).
+    n_envs: how many envs step together in the training vector env; one
+      batched policy call serves all of them.
+    gamma: discount factor for the stored returns and the advantage estimators.
+    max_steps: longest stored trajectory segment; a longer episode is stored
+      as several segments, each cut one bootstrapping from its final
+      observation. None: whole episodes.
+    time_limit: episode length after which gymnasium truncates (overrides the
+      env's registered limit). None: the env's own limit.
+    initial_trajectories: random-policy trajectories collected into epoch 0
+      before training (useful for off-policy trainers; 0 = none).
+    n_replay_epochs: how many of the latest epochs the buffer keeps.
+    seed: seeds env resets, random actions and slice sampling; trainers derive
+      their keys from it too. Same seed and config give the same numbers.
+    dist_inputs_size: set by the trainer (width of the stored policy outputs).
+  """
+
+  def __init__(self, env=gin.REQUIRED, env_kwargs=None, n_envs=8, gamma=0.99,
+               max_steps=None, time_limit=None, initial_trajectories=0,
+               n_replay_epochs=1, seed=0, dist_inputs_size=1):
+    envs_lib.check_env_id(env)
+    if n_envs < 1:
+      raise ConfigError(f'RLTask.n_envs must be >= 1, got {n_envs}.')
+    if n_replay_epochs < 1:
+      raise ConfigError(f'RLTask.n_replay_epochs must be >= 1, got {n_replay_epochs}.')
+    self.env_name = env
+    self._env_kwargs = dict(env_kwargs or {})
+    self.n_envs = int(n_envs)
+    self.gamma = float(gamma)
+    self.max_steps = max_steps
+    self.time_limit = time_limit
+    self.seed = int(seed)
+    self._n_replay_epochs = int(n_replay_epochs)
+    self._initial_trajectories = int(initial_trajectories)
+    self._rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0]))
+
+    self._env = envs_lib.make_vector_env(env, self.n_envs, self._env_kwargs, time_limit)
+    self.observation_space = self._env.single_observation_space
+    self.action_space = self._env.single_action_space
+    spec_limit = self._env.envs[0].spec.max_episode_steps if self._env.envs[0].spec else None
+    self._episode_cap = time_limit or spec_limit
+    self._eval_envs = {}
+
+    self.epochs = {}  # epoch id -> EpochData
+    self.n_interactions = 0
+    self.n_trajectories = 0
+    self.n_episodes = 0
+    self._dist_inputs_size = int(dist_inputs_size)
+    self._segments = None
+    self._obs = None
+    self._episode_return = np.zeros(self.n_envs, np.float64)
+    self._merged_cache = {}
+
+  # -- setup ------------------------------------------------------------------
+
+  def set_dist_inputs_size(self, size):
+    """Called by the trainer once it knows its policy's output width."""
+    if self._segments is not None and size != self._dist_inputs_size:
+      raise RuntimeError('dist_inputs_size must be set before collection starts')
+    self._dist_inputs_size = int(size)
+
+  def set_n_replay_epochs(self, n):
+    self._n_replay_epochs = int(n)
+
+  @property
+  def n_replay_epochs(self):
+    return self._n_replay_epochs
+
+  def _ensure_started(self):
+    if self._segments is not None:
+      return
+    capacity = self.max_steps or self._episode_cap or 1000
+    act_shape = self.action_space.shape or ()
+    self._segments = _RunningSegments(
+        self.n_envs, int(capacity), self.observation_space, act_shape,
+        self.action_space.dtype, self._dist_inputs_size)
+    obs, _ = self._env.reset(seed=self.seed)
+    self._obs = obs
+    self._segments.obs[:, 0] = obs
+
+  def random_policy(self, obs):
+    """Uniform random actions drawn from the task's generator (reproducible)."""
+    n = obs.shape[0]
+    space = self.action_space
+    if hasattr(space, 'n'):
+      actions = self._rng.integers(0, space.n, size=n).astype(space.dtype)
+    elif hasattr(space, 'nvec'):
+      actions = self._rng.integers(0, space.nvec, size=(n,) + space.shape).astype(space.dtype)
+    else:
+      low = np.broadcast_to(space.low, space.shape)
+      high = np.broadcast_to(space.high, space.shape)
+      actions = self._rng.uniform(low, high, size=(n,) + space.shape).astype(space.dtype)
+    return actions, np.zeros((n, self._dist_inputs_size), np.float32)
+
+  def collect_initial(self):
+    """Collects `initial_trajectories` random trajectories into epoch 0."""
+    if self._initial_trajectories > 0 and 0 not in self.epochs and self.n_interactions == 0:
+      self.collect(self.random_policy, n_trajectories=self._initial_trajectories, epoch_id=0)
+
+  # -- collection ---------------------------------------------------------------
+
+  def collect(self, policy_fn, n_trajectories=None, n_interactions=None, epoch_id=1,
+              only_eval=False):
+    """Steps the train envs until the quota is met; stores the epoch.
+
+    Args:
+      policy_fn: obs [n_envs, ...] -> (actions [n_envs, ...], dist_inputs [n_envs, k]).
+      n_trajectories: stop once this many trajectories have been completed.
+      n_interactions: stop after exactly this many env steps (a multiple of
+        n_envs); the running segments are then stored cut (bootstrapping).
+      epoch_id: the key of the stored epoch.
+      only_eval: play but store nothing.
+
+    Returns:
+      dict with 'episode_returns' (undiscounted returns of the episodes that
+      ended in this call), 'env_steps' and 'n_trajectories' (stored).
+    """
+    if (n_trajectories is None) == (n_interactions is None):
+      raise ConfigError('give exactly one of n_trajectories_per_epoch and '
+                        'n_interactions_per_epoch.')
+    if n_interactions is not None and n_interactions % self.n_envs:
+      raise ConfigError(
+          f'n_interactions_per_epoch ({n_interactions}) must be a multiple of '
+          f'RLTask.n_envs ({self.n_envs}).')
+    self._ensure_started()
+    finished = []  # list of row dicts
+    episode_returns = []
+    steps = 0
+    if n_interactions is not None:
+      for _ in range(n_interactions // self.n_envs):
+        self._step(policy_fn, finished, episode_returns)
+      steps = n_interactions
+      for j in np.nonzero(self._segments.length > 0)[0]:
+        # The episode goes on in the next epoch from the same observation.
+        self._flush(j, self._obs[j], terminated=False, into=finished)
+        self._segments.obs[j, 0] = self._obs[j]
+    else:
+      while len(finished) < n_trajectories:
+        self._step(policy_fn, finished, episode_returns)
+        steps += self.n_envs
+    self.n_interactions += steps
+    self.n_episodes += len(episode_returns)
+    if finished and not only_eval:
+      self._store(epoch_id, finished)
+    return {'episode_returns': episode_returns, 'env_steps': steps,
+            'n_trajectories': 0 if only_eval else len(finished)}
+
+  def _step(self, policy_fn, finished, episode_returns):
+    seg = self._segments
+    if seg.length.max() >= seg.capacity:
+      seg.grow()
+    actions, dist_inputs = policy_fn(self._obs)
+    next_obs, rewards, terminated, truncated, info = self._env.step(actions)
+    envs = np.arange(self.n_envs)
+    t = seg.length
+    seg.action[envs, t] = actions
+    seg.reward[envs, t] = rewards
+    seg.dist_inputs[envs, t] = dist_inputs
+    seg.length = t + 1
+    seg.obs[envs, t + 1] = next_obs
+    self._episode_return += rewards
+    ended = terminated | truncated
+    flush = ended
+    if self.max_steps:
+      flush = ended | (seg.length >= self.max_steps)
+    if flush.any():
+      for j in np.nonzero(flush)[0]:
+        final_obs = info['final_obs'][j] if ended[j] else next_obs[j]
+        self._flush(j, final_obs, bool(terminated[j]), finished)
+        seg.obs[j, 0] = next_obs[j]
+        if ended[j]:
+          episode_returns.append(float(self._episode_return[j]))
+          self._episode_return[j] = 0.0
+    self._obs = next_obs
+
+  def _flush(self, j, final_obs, terminated, into):
+    """Moves env j's running segment into `into` as a finished trajectory."""
+    seg = self._segments
+    steps = int(seg.length[j])
+    rows = steps + 1
+    obs = seg.obs[j, :rows].copy()
+    obs[steps] = final_obs
+    done = np.zeros(rows, np.float32)
+    done[steps - 1] = float(terminated)
+    mask = np.ones(rows, np.float32)
+    mask[steps] = 0.0
+    def with_zero_row(a):
+      return np.concatenate([a, np.zeros((1,) + a.shape[1:], a.dtype)])
+    reward = with_zero_row(seg.reward[j, :steps])
+    into.append({
+        'observation': obs,
+        'action': with_zero_row(seg.action[j, :steps]),
+        'reward': reward,
+        'done': done,
+        'mask': mask,
+        'dist_inputs': with_zero_row(seg.dist_inputs[j, :steps]),
+        'return_': discounted_returns(reward, done, self.gamma).astype(np.float32),
+    })
+    seg.length[j] = 0
+
+  def _store(self, epoch_id, trajectories):
+    lengths = np.array([len(t['mask']) for t in trajectories], np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    rows = {f: np.concatenate([t[f] for t in trajectories]) for f in _ROW_FIELDS}
+    data = EpochData(rows, starts, lengths)
+    if epoch_id in self.epochs:
+      data = EpochData.concatenate([self.epochs[epoch_id], data])
+    self.epochs[epoch_id] = data
+    self.n_trajectories += len(trajectories)
+    # Exactly the last n_replay_epochs epochs stay (epoch 0 ages out like any other).
+    for key in [k for k in self.epochs if k <= epoch_id - self._n_replay_epochs]:
+      del self.epochs[key]
+    self._merged_cache.clear()
+
+  # -- evaluation ---------------------------------------------------------------
+
+  def evaluate(self, policy_fn, n_episodes, reset_seed):
+    """Plays exactly `n_episodes` episodes on separate eval envs; returns their returns.
+
+    One env per episode, all stepping together: every episode starts from a
+    reset seeded by `reset_seed + i`, so an evaluation is reproducible on its
+    own (it touches none of the training envs or generators).
+    """
+    env = self._eval_envs.get(n_episodes)
+    if env is None:
+      env = envs_lib.make_vector_env(self.env_name, n_episodes, self._env_kwargs,
+                                     self.time_limit)
+      self._eval_envs[n_episodes] = env
+    obs, _ = env.reset(seed=int(reset_seed))
+    returns = np.zeros(n_episodes, np.float64)
+    running = np.ones(n_episodes, bool)
+    cap = self._episode_cap or 100_000
+    for _ in range(cap):
+      actions, _ = policy_fn(obs)
+      obs, rewards, terminated, truncated, _ = env.step(actions)
+      returns += np.where(running, rewards, 0.0)
+      running &= ~(terminated | truncated)
+      if not running.any():
+        break
+    return returns
+
+  # -- sampling -----------------------------------------------------------------
+
+  def _selected(self, epochs):
+    if not self.epochs:
+      raise RuntimeError('no trajectories have been collected yet')
+    keys = sorted(self.epochs)
+    if epochs is None:
+      chosen = keys
+    else:
+      last = keys[-1]
+      chosen = sorted({e if e >= 0 else last + 1 + e for e in epochs} & set(keys))
+      if not chosen:
+        raise RuntimeError(f'none of the epochs {epochs} is in the buffer {keys}')
+    cache_key = tuple(chosen)
+    merged = self._merged_cache.get(cache_key)
+    if merged is None:
+      merged = EpochData.concatenate([self.epochs[k] for k in chosen])
+      self._merged_cache[cache_key] = merged
+    return merged
+
+  def trajectory_batch_stream(self, batch_size, epochs=None, max_slice_length=None,
+                              min_slice_length=None, margin=0,
+                              sample_trajectories_uniformly=False):
+    """Yields Batches of `batch_size` random slices, padded to a fixed length.
+
+    A trajectory with R rows (steps + 1) has max(1, R + margin - L) slices of
+    length L = max_slice_length (start positions 0, 1, ...); the `margin` extra
+    rows at the end of a slice serve only to bootstrap. Trajectories are drawn
+    in proportion to their slice counts (uniformly with
+    `sample_trajectories_uniformly`), then a start uniformly. Every slice is
+    padded to exactly max(L, min_slice_length) rows so jitted consumers see a
+    static shape; padding has mask 0. With max_slice_length=None slices are
+    whole trajectories, padded to the next power of two of the longest.
+    Epochs: a list of epoch ids, negative ones counted from the newest (-1 is
+    the newest); None means every stored epoch.
+    """
+    while True:
+      yield self.sample_batch(batch_size, epochs, max_slice_length, min_slice_length,
+                              margin, sample_trajectories_uniformly)
+
+  def sample_batch(self, batch_size, epochs=None, max_slice_length=None,
+                   min_slice_length=None, margin=0, sample_trajectories_uniformly=False):
+    data = self._selected(epochs)
+    rows = data.traj_rows
+    if max_slice_length is None:
+      window = 1 << int(math.ceil(math.log2(max(2, int(rows.max())))))
+      n_slices = np.ones_like(rows)
+    else:
+      window = int(max_slice_length)
+      n_slices = np.maximum(1, rows + margin - window)
+    length = window if min_slice_length is None else max(window, int(min_slice_length))
+    if sample_trajectories_uniformly:
+      traj = self._rng.integers(0, len(rows), size=batch_size)
+    else:
+      cdf = np.cumsum(n_slices)
+      traj = np.searchsorted(cdf, self._rng.integers(0, cdf[-1], size=batch_size), side='right')
+    start = (self._rng.random(batch_size) * n_slices[traj]).astype(np.int64)
+    position = np.arange(length)[None, :]
+    offset = start[:, None] + position
+    valid = (offset < rows[traj][:, None]) & (position < window)
+    index = np.where(valid, data.traj_start[traj][:, None] + offset, 0)
+    fields = {}
+    for f in _ROW_FIELDS:
+      column = data.rows[f][index]
+      invalid = ~valid.reshape(valid.shape + (1,) * (column.ndim - 2))
+      fields[f] = np.where(invalid, np.zeros((), column.dtype), column)
+    return Batch(**fields)
+
+  # -- checkpointing ----------------------------------------------------------------
+
+  def state_dict(self):
+    """Arrays (for orbax) and JSON-able metadata that restore the task exactly."""
+    self._ensure_started()
+    arrays = {
+        'epochs': {str(k): v.state() for k, v in self.epochs.items()},
+        'segments': self._segments.state(),
+        'obs': self._obs,
+        'episode_return': self._episode_return,
+    }
+    env_blob = envs_lib.dump_env_state(self._env)
+    if env_blob is not None:
+      arrays['env_state'] = np.frombuffer(env_blob, np.uint8).copy()
+    meta = {
+        'n_interactions': self.n_interactions,
+        'n_trajectories': self.n_trajectories,
+        'n_episodes': self.n_episodes,
+        'rng': self._rng.bit_generator.state,
+        'epoch_keys': sorted(self.epochs),
+    }
+    return arrays, meta
+
+  def load_state_dict(self, arrays, meta):
+    self._ensure_started()
+    self.epochs = {int(k): EpochData.from_state(v) for k, v in arrays['epochs'].items()}
+    self._segments.load_state(arrays['segments'])
+    self._obs = np.array(arrays['obs'])
+    self._episode_return = np.array(arrays['episode_return'])
+    if 'env_state' in arrays:
+      envs_lib.load_env_state(self._env, np.asarray(arrays['env_state']).tobytes())
+    else:
+      self._env.reset(seed=self.seed + self.n_interactions)
+    self.n_interactions = meta['n_interactions']
+    self.n_trajectories = meta['n_trajectories']
+    self.n_episodes = meta['n_episodes']
+    self._rng.bit_generator.state = meta['rng']
+    self._merged_cache.clear()
+
+  def close(self):
+    self._env.close()
+    for env in self._eval_envs.values():
+      env.close()

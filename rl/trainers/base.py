@@ -1,0 +1,245 @@
+"""RLTrainer: the epoch loop every trainer shares.
+
+One epoch: collect (temperature 1, normaliser statistics updated), train,
+evaluate (greedy and at other temperatures, on separate envs), log, and every
+few epochs checkpoint. Evaluation comes *after* training — a departure from the
+reference, whose eval saw the policy before the epoch's update — so the last
+logged eval is the policy in the last checkpoint.
+
+Subclasses set up their supervised trainers, then call `_set_acting_model`
+with the model and distribution that act, and implement `train_epoch`.
+"""
+import time
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rl import metrics as metrics_lib
+from rl.errors import ConfigError
+
+
+def check_divisible(steps, evals, steps_name, evals_name):
+  """Decision 17: uneven chunks are rejected up front, not in a later epoch."""
+  if evals < 1 or steps % evals:
+    raise ConfigError(f'{steps_name} ({steps}) must be a positive multiple of '
+                      f'{evals_name} ({evals}); change one of them.')
+
+
+class RLTrainer:
+  """Collects with the task, trains, evaluates, logs and checkpoints, epoch by epoch.
+
+  Args:
+    task: the RLTask (passed by the runner, not bindable in gin).
+    n_trajectories_per_epoch: complete trajectories to collect per epoch.
+    n_interactions_per_epoch: env steps to collect per epoch (a multiple of
+      RLTask.n_envs). Give exactly one of the two.
+    n_eval_episodes: greedy evaluation episodes after each epoch's training
+      (0: no evaluation).
+    eval_temperatures: sampling temperatures of the evaluation; 0 is greedy
+      and is logged as eval_return, others as eval_return_temperature_<T>.
+    only_eval: collect and evaluate without training or storing trajectories.
+    output_dir: the run's folder (passed by the runner).
+    collect_per_epoch: deprecated alias of n_trajectories_per_epoch.
+  """
+
+  def __init__(self, task, n_trajectories_per_epoch=None, n_interactions_per_epoch=None,
+               n_eval_episodes=0, eval_temperatures=(0.0,), only_eval=False,
+               output_dir=None, collect_per_epoch=None):
+    if collect_per_epoch is not None:
+      warnings.warn('collect_per_epoch is deprecated; use n_trajectories_per_epoch.',
+                    DeprecationWarning, stacklevel=2)
+      if n_trajectories_per_epoch is not None:
+        raise ConfigError('give n_trajectories_per_epoch or its old alias '
+                          'collect_per_epoch, not both.')
+      n_trajectories_per_epoch = collect_per_epoch
+    if (n_trajectories_per_epoch is None) == (n_interactions_per_epoch is None):
+      raise ConfigError(
+          f'{type(self).__name__}: set exactly one of n_trajectories_per_epoch '
+          f'(now {n_trajectories_per_epoch}) and n_interactions_per_epoch '
+          f'(now {n_interactions_per_epoch}).')
+    if n_interactions_per_epoch is not None and n_interactions_per_epoch % task.n_envs:
+      raise ConfigError(
+          f'n_interactions_per_epoch ({n_interactions_per_epoch}) must be a multiple '
+          f'of RLTask.n_envs ({task.n_envs}).')
+    self.task = task
+    self._n_trajectories = n_trajectories_per_epoch
+    self._n_interactions = n_interactions_per_epoch
+    self._n_eval_episodes = int(n_eval_episodes)
+    self._eval_temperatures = tuple(float(t) for t in eval_temperatures)
+    self._only_eval = only_eval
+    self.output_dir = output_dir
+    self.epoch = 0
+    self.history = []
+    self._trainers = {}  # name -> supervised.Trainer, checkpointed together
+    self._collect_key = jax.random.PRNGKey(task.seed)
+    self._collect_model_state = {}
+    self._act = None
+
+  # -- acting -----------------------------------------------------------------------
+
+  def _set_acting_model(self, model, dist, variables_fn, output_fn=lambda out: out):
+    """Declares how the trainer acts.
+
+    Args:
+      model: the linen Module that acts.
+      dist: its action distribution.
+      variables_fn: () -> {'params': ...} current acting parameters.
+      output_fn: model output -> dist_inputs [B, L, k] (e.g. the policy head
+        of a PolicyAndValue).
+    """
+    self._act_dist = dist
+    self._act_variables_fn = variables_fn
+    self.task.set_dist_inputs_size(dist.n_inputs)
+
+    def act(params, model_state, obs, key, temperature, update):
+      variables = {'params': params, **model_state}
+      if update and model_state:
+        out, model_state = model.apply(variables, obs[:, None], update_normalizer=True,
+                                       mutable=list(model_state))
+      else:
+        out = model.apply(variables, obs[:, None])
+      dist_inputs = output_fn(out)[:, -1]
+      key, sample_key = jax.random.split(key)
+      actions = dist.sample(dist_inputs, sample_key, temperature)
+      return actions, dist_inputs, model_state, key
+
+    self._act = jax.jit(act, static_argnames=('temperature', 'update'))
+
+  def init_collect_model_state(self, model_state):
+    """Starts the acting normaliser statistics (the model's initial state)."""
+    self._collect_model_state = jax.tree_util.tree_map(jnp.asarray, dict(model_state))
+
+  def collect_policy(self):
+    """The policy used for training collection: temperature 1, statistics updated."""
+    params = self._act_variables_fn()['params']
+
+    def policy(obs):
+      actions, dist_inputs, self._collect_model_state, self._collect_key = self._act(
+          params, self._collect_model_state, obs, self._collect_key, temperature=1.0,
+          update=True)
+      return np.asarray(actions), np.asarray(dist_inputs)
+    return policy
+
+  def eval_policy(self, temperature, key):
+    """A policy at `temperature` with its own key stream; statistics frozen."""
+    params = self._act_variables_fn()['params']
+    state = {'key': key}
+
+    def policy(obs):
+      actions, dist_inputs, _, state['key'] = self._act(
+          params, self._collect_model_state, obs, state['key'],
+          temperature=temperature, update=False)
+      return np.asarray(actions), np.asarray(dist_inputs)
+    return policy
+
+  def eval_seed(self, epoch):
+    """Reset seed of the evaluation after `epoch`: a pure function of (seed, epoch)."""
+    return int(np.random.SeedSequence([self.task.seed, 1, epoch]).generate_state(1)[0])
+
+  def evaluate(self, epoch=None, n_episodes=None, temperatures=None):
+    """Mean eval return per temperature, keyed as in metrics.jsonl."""
+    epoch = self.epoch if epoch is None else epoch
+    n_episodes = n_episodes or self._n_eval_episodes
+    results = {}
+    for i, temperature in enumerate(temperatures or self._eval_temperatures):
+      key = jax.random.fold_in(jax.random.PRNGKey(self.task.seed), 1_000_003 * epoch + i)
+      returns = self.task.evaluate(self.eval_policy(temperature, key), n_episodes,
+                                   self.eval_seed(epoch))
+      results[metrics_lib.eval_key(temperature)] = float(np.mean(returns))
+    return results
+
+  # -- the epoch loop ----------------------------------------------------------------
+
+  def train_epoch(self):
+    """One epoch of training on the collected data; returns its metrics."""
+    raise NotImplementedError
+
+  def run_epoch(self):
+    """Collect, train, evaluate: one epoch. Returns its metrics record."""
+    self.epoch += 1
+    start = time.perf_counter()
+    stats = self.task.collect(self.collect_policy(), n_trajectories=self._n_trajectories,
+                              n_interactions=self._n_interactions, epoch_id=self.epoch,
+                              only_eval=self._only_eval)
+    collected = time.perf_counter()
+    train_metrics = {} if self._only_eval else self.train_epoch()
+    trained = time.perf_counter()
+    eval_metrics = self.evaluate() if self._n_eval_episodes else {}
+    evaluated = time.perf_counter()
+    returns = stats['episode_returns']
+    record = {
+        'epoch': self.epoch,
+        'env_steps': self.task.n_interactions,
+        'n_trajectories': self.task.n_trajectories,
+        'train_return': float(np.mean(returns)) if returns else float('nan'),
+        **eval_metrics,
+        **train_metrics,
+        'time_collect': collected - start,
+        'time_train': trained - collected,
+        'time_eval': evaluated - trained,
+        'env_steps_per_second': stats['env_steps'] / max(collected - start, 1e-9),
+    }
+    return record
+
+  def run(self, n_epochs, checkpoint_fn=None, checkpoint_every=10, writer=None, log=None):
+    """Runs epochs until `self.epoch == n_epochs`.
+
+    Args:
+      n_epochs: the total number of epochs (not the number still to run).
+      checkpoint_fn: called after an epoch that should be checkpointed.
+      checkpoint_every: checkpoint every this many epochs, and after the last.
+      writer: a MetricsWriter for each epoch's record.
+      log: a function taking the console line.
+    """
+    started = time.perf_counter()
+    first_epoch = self.epoch
+    while self.epoch < n_epochs:
+      record = self.run_epoch()
+      self.history.append(metrics_lib.clean(record))
+      if writer is not None:
+        writer.write(record)
+      if log is not None:
+        per_epoch = (time.perf_counter() - started) / (self.epoch - first_epoch)
+        log(metrics_lib.console_line(record, n_epochs, per_epoch))
+      if checkpoint_fn is not None and (self.epoch % checkpoint_every == 0
+                                        or self.epoch == n_epochs):
+        checkpoint_fn()
+
+  # -- checkpoints --------------------------------------------------------------------
+
+  def state_dict(self):
+    """(arrays, meta) holding everything needed to continue bit for bit."""
+    task_arrays, task_meta = self.task.state_dict()
+    arrays = {
+        'task': task_arrays,
+        'trainers': {name: t.state_dict() for name, t in self._trainers.items()},
+        'collect': {'key': self._collect_key, 'model_state': self._collect_model_state},
+        'extra': self._extra_arrays(),
+    }
+    meta = {'epoch': self.epoch, 'history': self.history, 'task': task_meta}
+    return arrays, meta
+
+  def load_state_dict(self, arrays, meta):
+    self.task.load_state_dict(arrays['task'], meta['task'])
+    for name, trainer in self._trainers.items():
+      trainer.load_state_dict(arrays['trainers'][name])
+    self._collect_key = jnp.asarray(arrays['collect']['key'])
+    self._collect_model_state = jax.tree_util.tree_map(
+        lambda t, r: jnp.asarray(r, dtype=t.dtype), self._collect_model_state,
+        dict(arrays['collect'].get('model_state', {})))
+    self._load_extra_arrays(arrays.get('extra', {}))
+    self.epoch = int(meta['epoch'])
+    self.history = list(meta['history'])
+
+  def _extra_arrays(self):
+    """Subclass hook: more arrays to checkpoint (e.g. a target network)."""
+    return {}
+
+  def _load_extra_arrays(self, arrays):
+    del arrays
+
+  def close(self):
+    self.task.close()
+

@@ -1,0 +1,54 @@
+"""Shared fixtures: a tiny deterministic env with hand-checkable numbers, gin hygiene."""
+import gin
+import gymnasium as gym
+import numpy as np
+import pytest
+
+
+class ChainEnv(gym.Env):
+  """Observation [t], reward t + 1 for the step taken at time t; ends after `length` steps.
+
+  With `terminate=False` the episode never terminates on its own (a TimeLimit
+  then truncates it), which exercises truncation versus termination.
+  """
+
+  def __init__(self, length=5, terminate=True, n_actions=2):
+    self.observation_space = gym.spaces.Box(-1e6, 1e6, (1,), np.float32)
+    self.action_space = gym.spaces.Discrete(n_actions)
+    self._length = length
+    self._terminate = terminate
+    self._t = 0
+
+  def reset(self, *, seed=None, options=None):
+    super().reset(seed=seed)
+    self._t = 0
+    return np.array([0.0], np.float32), {}
+
+  def step(self, action):
+    reward = float(self._t + 1)
+    self._t += 1
+    terminated = self._terminate and self._t >= self._length
+    return np.array([float(self._t)], np.float32), reward, terminated, False, {}
+
+
+if 'rl_test/Chain-v0' not in gym.registry:
+  gym.register('rl_test/Chain-v0', entry_point=ChainEnv)
+
+
+@pytest.fixture(autouse=True)
+def clean_gin():
+  gin.clear_config()
+  yield
+  gin.clear_config()
+
+
+class TupleActionEnv(ChainEnv):
+  """A Chain env whose action space no trainer handles (a Tuple)."""
+
+  def __init__(self):
+    super().__init__()
+    self.action_space = gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Discrete(3)))
+
+
+if 'rl_test/TupleAction-v0' not in gym.registry:
+  gym.register('rl_test/TupleAction-v0', entry_point=TupleActionEnv)

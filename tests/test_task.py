@@ -1,0 +1,177 @@
+"""RLTask: collection counts, stored rows, truncation, replay, slices, resume state."""
+import numpy as np
+import pytest
+
+from rl.errors import ConfigError
+from rl.task import RLTask
+
+
+def constant_policy(action=0, k=1):
+  def policy(obs):
+    n = obs.shape[0]
+    return np.full(n, action, np.int64), np.full((n, k), 0.5, np.float32)
+  return policy
+
+
+def chain_task(**kwargs):
+  args = dict(env='rl_test/Chain-v0', n_envs=2, gamma=0.5, seed=0)
+  args.update(kwargs)
+  return RLTask(**args)
+
+
+def trajectories(data):
+  for start, rows in zip(data.traj_start, data.traj_rows):
+    yield {k: v[start:start + rows] for k, v in data.rows.items()}
+
+
+def test_stored_rows_of_a_terminated_episode():
+  task = chain_task(env_kwargs={'length': 3})
+  task.collect(constant_policy(), n_trajectories=2, epoch_id=1)
+  traj = next(trajectories(task.epochs[1]))
+  # 3 steps and the final observation: rows t=0..3.
+  np.testing.assert_array_equal(traj['observation'][:, 0], [0, 1, 2, 3])
+  np.testing.assert_array_equal(traj['reward'], [1, 2, 3, 0])
+  np.testing.assert_array_equal(traj['mask'], [1, 1, 1, 0])
+  np.testing.assert_array_equal(traj['done'], [0, 0, 1, 0])
+  # Discounted returns with gamma 0.5: G2 = 3, G1 = 2 + 1.5, G0 = 1 + 1.75.
+  np.testing.assert_allclose(traj['return_'], [2.75, 3.5, 3.0, 0.0])
+  np.testing.assert_allclose(traj['dist_inputs'][:3], 0.5)
+
+
+def test_truncation_is_not_termination():
+  task = chain_task(env_kwargs={'terminate': False}, time_limit=4)
+  task.collect(constant_policy(), n_trajectories=2, epoch_id=1)
+  for traj in trajectories(task.epochs[1]):
+    np.testing.assert_array_equal(traj['mask'], [1, 1, 1, 1, 0])
+    np.testing.assert_array_equal(traj['done'], 0)  # truncated: bootstrap later
+    assert traj['observation'][-1, 0] == 4  # the final observation, not the reset one
+
+
+def test_interaction_counts_are_exact_and_episodes_carry_over():
+  task = chain_task(env_kwargs={'length': 5}, n_envs=2)
+  stats = task.collect(constant_policy(), n_interactions=6, epoch_id=1)
+  assert stats['env_steps'] == 6 and task.n_interactions == 6
+  # Each env did 3 steps of a 5-step episode: stored cut (not done), 3 real rows.
+  for traj in trajectories(task.epochs[1]):
+    np.testing.assert_array_equal(traj['mask'], [1, 1, 1, 0])
+    np.testing.assert_array_equal(traj['done'], 0)
+  task.collect(constant_policy(), n_interactions=4, epoch_id=2)
+  assert task.n_interactions == 10
+  for traj in trajectories(task.epochs[2]):
+    # The episode continued from t=3 and terminated at t=5.
+    np.testing.assert_array_equal(traj['observation'][:, 0], [3, 4, 5])
+    np.testing.assert_array_equal(traj['done'], [0, 1, 0])
+
+
+def test_n_interactions_must_divide_by_n_envs():
+  task = chain_task(n_envs=4)
+  with pytest.raises(ConfigError, match='multiple of RLTask.n_envs'):
+    task.collect(constant_policy(), n_interactions=6)
+
+
+def test_max_steps_cuts_long_episodes_into_segments():
+  task = chain_task(env_kwargs={'length': 7}, max_steps=3, n_envs=1)
+  task.collect(constant_policy(), n_trajectories=3, epoch_id=1)
+  segments = list(trajectories(task.epochs[1]))
+  np.testing.assert_array_equal([len(s['mask']) - 1 for s in segments], [3, 3, 1])
+  np.testing.assert_array_equal(segments[1]['observation'][:, 0], [3, 4, 5, 6])
+  np.testing.assert_array_equal([s['done'].max() for s in segments], [0, 0, 1])
+
+
+def test_replay_keeps_exactly_n_epochs():
+  task = chain_task(n_replay_epochs=2)
+  for epoch in range(1, 5):
+    task.collect(constant_policy(), n_trajectories=2, epoch_id=epoch)
+    assert sorted(task.epochs) == list(range(max(1, epoch - 1), epoch + 1))
+
+
+def test_slices_are_padded_to_a_static_length():
+  task = chain_task(env_kwargs={'length': 3})
+  task.collect(constant_policy(), n_trajectories=4, epoch_id=1)
+  batch = task.sample_batch(16, max_slice_length=3, margin=1)
+  assert batch.observation.shape == (16, 3, 1)
+  assert batch.action.shape == (16, 3) and batch.mask.shape == (16, 3)
+  # A 3-step trajectory has 4 rows, hence 4 + 1 - 3 = 2 starts with margin 1.
+  first = batch.observation[:, 0, 0]
+  assert set(first) <= {0.0, 1.0}
+  whole = task.sample_batch(4, max_slice_length=None)
+  assert whole.observation.shape == (4, 4, 1)  # 4 rows, already a power of two
+  long = task.sample_batch(4, max_slice_length=2, min_slice_length=6)
+  assert long.mask.shape == (4, 6)
+  np.testing.assert_array_equal(long.mask[:, 2:], 0)
+
+
+def test_padding_rows_are_zero_with_mask_zero():
+  task = chain_task(env_kwargs={'length': 2})
+  task.collect(constant_policy(), n_trajectories=2, epoch_id=1)
+  batch = task.sample_batch(8, max_slice_length=None, min_slice_length=5)
+  np.testing.assert_array_equal(batch.mask, np.tile([1, 1, 0, 0, 0], (8, 1)))
+  np.testing.assert_array_equal(batch.reward[:, 2:], 0)
+  np.testing.assert_array_equal(batch.observation[:, 3:], 0)
+
+
+def test_epochs_minus_one_follows_the_newest_epoch():
+  task = chain_task(env_kwargs={'length': 2}, n_replay_epochs=3)
+  task.collect(constant_policy(action=0), n_trajectories=2, epoch_id=1)
+  task.collect(constant_policy(action=1), n_trajectories=2, epoch_id=2)
+  batch = task.sample_batch(32, epochs=[-1], max_slice_length=1)
+  np.testing.assert_array_equal(batch.action[batch.mask > 0], 1)
+  both = task.sample_batch(256, epochs=None, max_slice_length=1)
+  assert set(both.action[both.mask > 0]) == {0, 1}
+
+
+def test_sampling_by_slices_favours_long_trajectories():
+  task = chain_task(env_kwargs={'length': 1}, n_envs=1)
+  task.collect(constant_policy(), n_trajectories=1, epoch_id=1)
+  task._env.envs[0].unwrapped._length = 9  # pylint: disable=protected-access
+  task.collect(constant_policy(), n_trajectories=1, epoch_id=1)
+  by_slice = task.sample_batch(4000, max_slice_length=1)
+  # 1 slice in the short trajectory, 9 in the long one: 10% vs 50% uniformly.
+  short_share = np.mean(by_slice.observation[:, 0, 0] == 0)
+  uniform = task.sample_batch(4000, max_slice_length=1, sample_trajectories_uniformly=True)
+  assert 0.15 < short_share < 0.25  # 0.1 (short) + 0.9 * 1/9 (t=0 of the long one)
+  assert np.mean(uniform.observation[:, 0, 0] == 0) > 0.5
+
+
+def test_state_round_trip_continues_identically():
+  def fresh():
+    return RLTask(env='CartPole-v1', n_envs=3, seed=7, n_replay_epochs=2)
+  rng = np.random.default_rng(0)
+  actions = rng.integers(0, 2, size=(400, 3))
+  def policy_from(offset):
+    counter = {'i': offset}
+    def policy(obs):
+      a = actions[counter['i']]
+      counter['i'] += 1
+      return a, np.zeros((3, 1), np.float32)
+    return policy
+  a = fresh()
+  a.collect(policy_from(0), n_interactions=60, epoch_id=1)
+  arrays, meta = a.state_dict()
+  b = fresh()
+  b.load_state_dict(arrays, meta)
+  a.collect(policy_from(20), n_interactions=90, epoch_id=2)
+  b.collect(policy_from(20), n_interactions=90, epoch_id=2)
+  for epoch in (1, 2):
+    for field in a.epochs[epoch].rows:
+      np.testing.assert_array_equal(a.epochs[epoch].rows[field], b.epochs[epoch].rows[field])
+  np.testing.assert_array_equal(a.sample_batch(8, max_slice_length=2).observation,
+                                b.sample_batch(8, max_slice_length=2).observation)
+
+
+def test_evaluation_is_reproducible_and_separate():
+  task = chain_task(env_kwargs={'length': 4}, n_envs=2)
+  returns = task.evaluate(constant_policy(), n_episodes=3, reset_seed=5)
+  np.testing.assert_array_equal(returns, [10, 10, 10])  # 1 + 2 + 3 + 4
+  assert task.n_interactions == 0  # eval envs are separate and uncounted
+
+
+def test_unknown_env_id_suggests_the_closest():
+  with pytest.raises(ConfigError, match="Did you mean 'CartPole-v1'"):
+    RLTask(env='CartPole-v9')
+
+
+def test_random_initial_trajectories_fill_epoch_zero():
+  task = chain_task(initial_trajectories=3)
+  task.collect_initial()
+  assert task.epochs[0].n_trajectories >= 3
