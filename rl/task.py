@@ -181,6 +181,11 @@ class RLTask:
     self._segments = _RunningSegments(
         self.n_envs, int(capacity), self.observation_space, act_shape,
         self.action_space.dtype, self._dist_inputs_size)
+    # With a step cap every segment is flushed by the time it fills its buffer.
+    self._may_grow = not (self.max_steps or self._episode_cap)
+    self._env_index = np.arange(self.n_envs)
+    space = self.action_space
+    self._clip = (space.low, space.high) if hasattr(space, 'low') else None
     obs, _ = self._env.reset(seed=self.seed)
     self._obs = obs
     self._segments.obs[:, 0] = obs
@@ -254,11 +259,14 @@ class RLTask:
 
   def _step(self, policy_fn, finished, episode_returns):
     seg = self._segments
-    if seg.length.max() >= seg.capacity:
+    if self._may_grow and seg.length.max() >= seg.capacity:
       seg.grow()
     actions, dist_inputs = policy_fn(self._obs)
-    next_obs, rewards, terminated, truncated, info = self._env.step(actions)
-    envs = np.arange(self.n_envs)
+    # Box actions are stored as sampled (their log-prob is what the policy
+    # gave) but the env gets them clipped to its bounds.
+    env_actions = actions if self._clip is None else np.clip(actions, *self._clip)
+    next_obs, rewards, terminated, truncated, info = self._env.step(env_actions)
+    envs = self._env_index
     t = seg.length
     seg.action[envs, t] = actions
     seg.reward[envs, t] = rewards

@@ -28,3 +28,58 @@ def test_reinforce_gradient_raises_probability_of_good_actions():
   grad = jax.grad(lambda lp: losses.reinforce_loss(lp, returns, mask))(np.zeros((1, 2)))
   # Descending the loss raises the log-prob of the better-than-average step.
   assert grad[0, 1] < 0 < grad[0, 0]
+
+
+def test_value_loss_by_hand():
+  values = np.array([[1.0, 2.0, 9.0]])
+  targets = np.array([[0.0, 4.0, 0.0]])
+  mask = np.array([[1.0, 1.0, 0.0]])
+  # (1 + 4) / 2 real steps.
+  assert float(losses.value_loss(values, targets, mask)) == pytest.approx(2.5)
+
+
+def test_a2c_loss_by_hand():
+  log_probs = np.array([[-1.0, -2.0]])
+  advantages = np.array([[2.0, -1.0]])
+  entropy = np.array([[0.5, 0.7]])
+  mask = np.ones((1, 2))
+  # -((-1)(2) + (-2)(-1)) / 2 - 0.1 * 0.6 = 0 - 0.06.
+  assert float(losses.a2c_loss(log_probs, advantages, entropy, mask, 0.1)) == pytest.approx(
+      -0.06, abs=1e-6)
+
+
+def test_ppo_loss_clips_by_hand():
+  # Step 1: ratio e^0.5 = 1.6487 > 1.2, A = 1 -> clipped to 1.2.
+  # Step 2: ratio e^-0.5 = 0.6065 < 0.8, A = -2 -> min(-1.2131, -1.6) = -1.6.
+  # Step 3 is padding.
+  log_probs = np.array([[0.0, -0.5, 3.0]])
+  old = np.array([[-0.5, 0.0, 0.0]])
+  advantages = np.array([[1.0, -2.0, 5.0]])
+  mask = np.array([[1.0, 1.0, 0.0]])
+  entropy = np.zeros((1, 3))
+  loss = losses.ppo_loss(log_probs, old, advantages, entropy, mask, 0.2, 0.0)
+  assert float(loss) == pytest.approx(-(1.2 - 1.6) / 2, abs=1e-5)
+  diag = losses.ppo_diagnostics(log_probs, old, mask, 0.2)
+  assert float(diag['clip_fraction']) == pytest.approx(1.0)
+  # KL estimate: ((e^.5 - 1) - .5 + (e^-.5 - 1) + .5) / 2.
+  expected = ((np.exp(0.5) - 1 - 0.5) + (np.exp(-0.5) - 1 + 0.5)) / 2
+  assert float(diag['approximate_kl_divergence']) == pytest.approx(expected, rel=1e-5)
+
+
+def test_awr_weights_and_loss_by_hand():
+  advantages = np.array([[0.0, 1.0, 10.0]])
+  weights = losses.awr_weights(advantages, beta=1.0, w_max=20.0)
+  np.testing.assert_allclose(weights, [[1.0, np.e, 20.0]], rtol=1e-6)
+  mask = np.array([[1.0, 1.0, 0.0]])
+  log_probs = np.array([[-1.0, -2.0, -3.0]])
+  # -((-1)(1) + (-2)(e)) / 2.
+  assert float(losses.awr_loss(log_probs, weights, mask)) == pytest.approx(
+      (1 + 2 * np.e) / 2, rel=1e-6)
+
+
+def test_awr_threshold_weights():
+  advantages = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+  # 60th percentile of 1..5 is 3.4: steps 4 and 5 get weight 1; the 90th
+  # (4.6) adds 4 to step 5; minimum 0 does not bind.
+  weights = losses.awr_weights(advantages, 1.0, 20.0, thresholds=((60, 1, 0), (90, 4, 0)))
+  np.testing.assert_allclose(weights, [0, 0, 0, 1, 5])

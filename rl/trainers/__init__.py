@@ -2,7 +2,14 @@
 
 Importing this package registers every trainer with gin.
 """
+from rl.trainers.actor_critic import A2C
+from rl.trainers.actor_critic import ActorCriticTrainer
+from rl.trainers.actor_critic import AWR
+from rl.trainers.actor_critic import PPO
+from rl.trainers.actor_critic import SamplingAWR
 from rl.trainers.base import RLTrainer
+from rl.trainers.policy import PolicyTrainer
 from rl.trainers.policy_gradient import PolicyGradientTrainer
 
-__all__ = ['RLTrainer', 'PolicyGradientTrainer']
+__all__ = ['RLTrainer', 'PolicyTrainer', 'PolicyGradientTrainer', 'ActorCriticTrainer',
+           'A2C', 'PPO', 'AWR', 'SamplingAWR']

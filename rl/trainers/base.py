@@ -39,13 +39,15 @@ class RLTrainer:
       (0: no evaluation).
     eval_temperatures: sampling temperatures of the evaluation; 0 is greedy
       and is logged as eval_return, others as eval_return_temperature_<T>.
+    eval_every: evaluate after every this many epochs (and after the last);
+      evaluation episodes can cost more than a short epoch's training.
     only_eval: collect and evaluate without training or storing trajectories.
     output_dir: the run's folder (passed by the runner).
     collect_per_epoch: deprecated alias of n_trajectories_per_epoch.
   """
 
   def __init__(self, task, n_trajectories_per_epoch=None, n_interactions_per_epoch=None,
-               n_eval_episodes=0, eval_temperatures=(0.0,), only_eval=False,
+               n_eval_episodes=0, eval_temperatures=(0.0,), eval_every=1, only_eval=False,
                output_dir=None, collect_per_epoch=None):
     if collect_per_epoch is not None:
       warnings.warn('collect_per_epoch is deprecated; use n_trajectories_per_epoch.',
@@ -68,6 +70,8 @@ class RLTrainer:
     self._n_interactions = n_interactions_per_epoch
     self._n_eval_episodes = int(n_eval_episodes)
     self._eval_temperatures = tuple(float(t) for t in eval_temperatures)
+    self._eval_every = int(eval_every)
+    self._last_epoch = None  # set by run(): the last epoch is always evaluated
     self._only_eval = only_eval
     self.output_dir = output_dir
     self.epoch = 0
@@ -166,7 +170,8 @@ class RLTrainer:
     collected = time.perf_counter()
     train_metrics = {} if self._only_eval else self.train_epoch()
     trained = time.perf_counter()
-    eval_metrics = self.evaluate() if self._n_eval_episodes else {}
+    due = self.epoch % self._eval_every == 0 or self.epoch == self._last_epoch
+    eval_metrics = self.evaluate() if self._n_eval_episodes and due else {}
     evaluated = time.perf_counter()
     returns = stats['episode_returns']
     record = {
@@ -195,6 +200,7 @@ class RLTrainer:
     """
     started = time.perf_counter()
     first_epoch = self.epoch
+    self._last_epoch = n_epochs
     while self.epoch < n_epochs:
       record = self.run_epoch()
       self.history.append(metrics_lib.clean(record))

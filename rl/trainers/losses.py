@@ -26,3 +26,69 @@ def reinforce_loss(log_probs, returns, mask):
   """
   weights = jax.lax.stop_gradient(normalize(returns, mask))
   return -masked_mean(log_probs * weights, mask)
+
+
+def value_loss(values, targets, mask):
+  """Masked mean squared error of the value predictions."""
+  return masked_mean((values - targets) ** 2, mask)
+
+
+def normalize_advantages(advantages, mask, epsilon=1e-5, factor=1.0):
+  """factor * (A - mean) / (std + epsilon) over the real steps of the batch."""
+  return factor * normalize(advantages, mask, epsilon)
+
+
+def a2c_loss(log_probs, advantages, entropy, mask, entropy_coeff):
+  """Advantage actor-critic: -E[log pi(a|s) A] - c_H E[H(pi(.|s))].
+
+  The entropy is the policy distribution's entropy at each state (computed
+  from its parameters), which keeps exploration from collapsing early.
+  """
+  advantages = jax.lax.stop_gradient(advantages)
+  return -masked_mean(log_probs * advantages, mask) - entropy_coeff * masked_mean(entropy, mask)
+
+
+def ppo_objective(log_probs, old_log_probs, advantages, epsilon):
+  """Per-step clipped surrogate min(rho A, clip(rho, 1 - eps, 1 + eps) A)."""
+  ratio = jnp.exp(log_probs - old_log_probs)
+  clipped = jnp.clip(ratio, 1.0 - epsilon, 1.0 + epsilon)
+  return jnp.minimum(ratio * advantages, clipped * advantages)
+
+
+def ppo_loss(log_probs, old_log_probs, advantages, entropy, mask, epsilon, entropy_coeff):
+  """PPO-clip: -E[clipped surrogate] - c_H E[H]."""
+  advantages = jax.lax.stop_gradient(advantages)
+  objective = ppo_objective(log_probs, old_log_probs, advantages, epsilon)
+  return -masked_mean(objective, mask) - entropy_coeff * masked_mean(entropy, mask)
+
+
+def ppo_diagnostics(log_probs, old_log_probs, mask, epsilon):
+  """Clip fraction and approximate KL (mean of (rho - 1) - log rho, always >= 0)."""
+  log_ratio = log_probs - old_log_probs
+  ratio = jnp.exp(log_ratio)
+  return {
+      'probs_ratio_mean': masked_mean(ratio, mask),
+      'clip_fraction': masked_mean((jnp.abs(ratio - 1.0) > epsilon).astype(ratio.dtype), mask),
+      'approximate_kl_divergence': masked_mean((ratio - 1.0) - log_ratio, mask),
+  }
+
+
+def awr_weights(advantages, beta, w_max, thresholds=None):
+  """AWR weights: min(exp(A / beta), w_max); or, with thresholds, step weights.
+
+  thresholds: a tuple of (percentile, weight, minimum): every step whose
+  advantage is at least max(minimum, percentile-th percentile of A) gets
+  `weight` added.
+  """
+  if thresholds:
+    weights = jnp.zeros_like(advantages)
+    for percentile, weight, minimum in thresholds:
+      cut = jnp.maximum(minimum, jnp.percentile(advantages, percentile))
+      weights = weights + weight * (advantages >= cut).astype(advantages.dtype)
+    return jax.lax.stop_gradient(weights)
+  return jax.lax.stop_gradient(jnp.minimum(jnp.exp(advantages / beta), w_max))
+
+
+def awr_loss(log_probs, weights, mask):
+  """Advantage-weighted regression: -E[w log pi(a|s)]."""
+  return -masked_mean(log_probs * jax.lax.stop_gradient(weights), mask)

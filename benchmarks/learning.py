@@ -1,0 +1,509 @@
+"""Learning benchmark: does each config reach its target eval return within its budget?
+
+Every (config, seed) runs as its own `python -m rl.run` process, at most
+--parallel at once, into <output_dir>/<config>/seed_<n>. From each run's
+metrics.jsonl it takes the first epoch whose greedy eval_return reaches the
+config's target with env_steps within its budget, and writes:
+  <output_dir>/results.md           a markdown table, one row per config
+                                    (also printed);
+  <output_dir>/learning_curves.png  eval return against env steps per config:
+                                    mean over seeds and min-max band.
+Rerunning on the same --output_dir resumes unfinished runs and only re-reads
+finished ones (rl.run makes a finished run a no-op). A failed run is reported
+and counted as not reaching its target; the rest still run, and the exit
+status is 1 only at the end, so scripts can notice.
+
+Usage: python benchmarks/learning.py [--configs reinforce_cartpole,ppo_cartpole]
+         [--seeds 0,1,2] [--output_dir runs/learning] [--parallel N]
+         [--extra_config 'train_rl.n_epochs = 50' ...]
+"""
+import argparse
+import concurrent.futures
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG_DIR = os.path.join(REPO_ROOT, 'configs')
+METRICS_FILE = 'metrics.jsonl'  # rl.metrics.METRICS_FILE; not imported so this
+                                # script needs neither jax nor the package.
+
+# config name -> (target greedy eval return, env-step budget to reach it in).
+# Entries whose configs/<name>.gin does not exist yet are skipped by default,
+# so a config added later is benchmarked as soon as its file lands.
+REGISTRY = {
+    'reinforce_cartpole': (475, 300_000),
+    'ppo_cartpole': (475, 100_000),
+    'a2c_cartpole': (475, 500_000),
+    'awr_cartpole': (475, 300_000),
+    'sampling_awr_cartpole': (475, 300_000),
+    'ppo_pendulum': (-250, 500_000),
+    'awr_pendulum': (-250, 300_000),
+    'ppo_joint_cartpole': (475, 100_000),
+    'a2c_joint_cartpole': (475, 500_000),
+    'awr_joint_cartpole': (475, 300_000),
+    'ppo_joint_pendulum': (-250, 500_000),
+    'ppo_joint_acrobot': (-100, 300_000),
+    'dqn_cartpole': (475, 100_000),
+    'double_dqn_cartpole': (475, 100_000),
+    'dqn_acrobot': (-100, 100_000),
+}
+
+# Each run gets one core's worth of threads: with N runs on N cores, XLA's
+# Eigen pool and OpenMP would otherwise each start N threads per process and
+# the runs would fight over the cores, inflating every wall-clock number.
+SINGLE_THREAD_ENV = {
+    'XLA_FLAGS': '--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1',
+    'OMP_NUM_THREADS': '1',
+    'MKL_NUM_THREADS': '1',
+    'OPENBLAS_NUM_THREADS': '1',
+}
+CURVE_POINTS = 200  # points of the common env-step grid the seeds are averaged on
+
+
+# -- pure aggregation (unit-tested on hand-made records) ------------------------------
+
+
+def _finite(value):
+  """`value` as a float, or None when it is missing, null or NaN/inf."""
+  if value is None:
+    return None
+  value = float(value)
+  return value if math.isfinite(value) else None
+
+
+def epoch_seconds(record):
+  """Wall seconds of one epoch: collect + train + eval (missing parts count 0)."""
+  return sum(_finite(record.get(k)) or 0.0 for k in ('time_collect', 'time_train', 'time_eval'))
+
+
+def time_to_target(records, target, budget):
+  """Where one run first reaches `target` within `budget` env steps.
+
+  Args:
+    records: the run's metrics.jsonl records (any order).
+    target: the eval return to reach (eval_return >= target counts).
+    budget: the most env steps the reaching epoch may have used.
+
+  Returns:
+    {'reached', 'epoch', 'env_steps', 'wall_seconds'}; the last three are None
+    when not reached. wall_seconds sums the epochs' collect, train and eval
+    times up to and including the reaching one, so process start-up and JIT
+    compilation outside the epochs are not counted.
+  """
+  wall = 0.0
+  for record in sorted(records, key=lambda r: r['epoch']):
+    wall += epoch_seconds(record)
+    if record['env_steps'] > budget:
+      # env_steps only grows, so no later epoch can be within the budget.
+      break
+    value = _finite(record.get('eval_return'))
+    if value is not None and value >= target:
+      return {'reached': True, 'epoch': record['epoch'], 'env_steps': record['env_steps'],
+              'wall_seconds': wall}
+  return {'reached': False, 'epoch': None, 'env_steps': None, 'wall_seconds': None}
+
+
+def final_eval(records):
+  """The eval_return of the last epoch that has one (None if no epoch does).
+
+  The last epoch itself may have a null eval (e.g. no eval episode ended), so
+  the latest finite one stands for where the run ended up.
+  """
+  for record in sorted(records, key=lambda r: r['epoch'], reverse=True):
+    value = _finite(record.get('eval_return'))
+    if value is not None:
+      return value
+  return None
+
+
+def eval_curve(records):
+  """(env_steps, eval_return) lists of the epochs with a finite eval, by epoch."""
+  steps, returns = [], []
+  for record in sorted(records, key=lambda r: r['epoch']):
+    value = _finite(record.get('eval_return'))
+    if value is not None:
+      steps.append(record['env_steps'])
+      returns.append(value)
+  return steps, returns
+
+
+def summarize_run(records, target, budget):
+  """Everything the table needs from one run; `records` None marks a failed run.
+
+  'last_env_steps' is where the run stopped: a run that missed its target but
+  stopped short of the budget (too few train_rl.n_epochs) says nothing about
+  the budget, and the report says so.
+  """
+  if records is None:
+    return {'ok': False, **time_to_target([], target, budget), 'final': None,
+            'last_env_steps': None}
+  return {'ok': True, **time_to_target(records, target, budget), 'final': final_eval(records),
+          'last_env_steps': max((r['env_steps'] for r in records), default=0)}
+
+
+def stopped_short(run, budget):
+  """Whether a run missed the target without having used its whole budget."""
+  return run['ok'] and not run['reached'] and run['last_env_steps'] < budget
+
+
+def summarize_config(name, target, budget, runs):
+  """One table row from the per-seed summaries (`summarize_run` outputs) of a config.
+
+  Seeds that failed or never reached the target still count in the
+  denominator of `n_reached`; the medians are over the reaching seeds only
+  (there is no step count for the others), and the final mean/std over the
+  seeds that logged an eval. std is the population std (ddof=0), so that a
+  single seed gives 0 rather than undefined.
+  """
+  reached = [r for r in runs if r['reached']]
+  finals = [r['final'] for r in runs if r['final'] is not None]
+  return {
+      'config': name,
+      'target': target,
+      'budget': budget,
+      'n_reached': len(reached),
+      'n_runs': len(runs),
+      'median_steps': statistics.median(r['env_steps'] for r in reached) if reached else None,
+      'median_seconds': (statistics.median(r['wall_seconds'] for r in reached)
+                         if reached else None),
+      'final_mean': statistics.fmean(finals) if finals else None,
+      'final_std': statistics.pstdev(finals) if finals else None,
+      'n_final': len(finals),
+  }
+
+
+def _fmt_number(value, digits=0):
+  if value is None:
+    return '—'
+  return f'{value:,.{digits}f}'
+
+
+def format_table(rows):
+  """The markdown table of `summarize_config` rows."""
+  header = ('| config | target | budget (env steps) | seeds reaching target | '
+            'median env steps to target | median wall s to target | final eval (mean ± std) |')
+  lines = [header, '|' + '---|' * 7]
+  for row in rows:
+    if row['final_mean'] is None:
+      final = '—'
+    else:
+      final = f"{row['final_mean']:.1f} ± {row['final_std']:.1f}"
+      if row['n_final'] != row['n_runs']:
+        # Say when the mean is over fewer seeds than the row ran.
+        final += f" ({row['n_final']}/{row['n_runs']} seeds)"
+    lines.append(
+        f"| {row['config']} | {_fmt_number(row['target'])} | {_fmt_number(row['budget'])} | "
+        f"{row['n_reached']}/{row['n_runs']} | {_fmt_number(row['median_steps'])} | "
+        f"{_fmt_number(row['median_seconds'], 1)} | {final} |")
+  return '\n'.join(lines)
+
+
+def _interp(x, xs, ys):
+  """Piecewise-linear ys(x) for xs ascending and xs[0] <= x <= xs[-1]."""
+  lo, hi = 0, len(xs) - 1
+  while hi - lo > 1:  # bisection: the segment [xs[lo], xs[hi]] holding x
+    mid = (lo + hi) // 2
+    if xs[mid] <= x:
+      lo = mid
+    else:
+      hi = mid
+  if xs[hi] == xs[lo]:
+    return ys[hi]
+  frac = (x - xs[lo]) / (xs[hi] - xs[lo])
+  frac = min(max(frac, 0.0), 1.0)
+  return ys[lo] + frac * (ys[hi] - ys[lo])
+
+
+def aggregate_curves(curves, n_points=CURVE_POINTS):
+  """Mean and min-max over seeds of (env_steps, returns) curves on a common grid.
+
+  Seeds log evals at different env steps (an epoch of whole trajectories has
+  no fixed length), so each curve is linearly interpolated onto one grid. The
+  grid spans only the env steps every seed covers: outside a seed's range its
+  value would be made up, and a band over fewer seeds would look narrower than
+  it is.
+
+  Returns:
+    (grid, mean, low, high) lists, all empty when no grid is covered by every
+    seed (no curves, or a seed with no eval).
+  """
+  curves = list(curves)  # may be a generator; it is walked several times
+  if not curves or any(not steps for steps, _ in curves):
+    return [], [], [], []
+  start = max(steps[0] for steps, _ in curves)
+  stop = min(steps[-1] for steps, _ in curves)
+  if start > stop:
+    return [], [], [], []
+  if start == stop or n_points < 2:
+    grid = [float(start)]
+  else:
+    grid = [start + (stop - start) * i / (n_points - 1) for i in range(n_points)]
+  mean, low, high = [], [], []
+  for x in grid:
+    values = [_interp(x, steps, returns) for steps, returns in curves]
+    mean.append(statistics.fmean(values))
+    low.append(min(values))
+    high.append(max(values))
+  return grid, mean, low, high
+
+
+# -- running the runs -----------------------------------------------------------------
+
+
+def run_dir(output_dir, config, seed):
+  return os.path.join(output_dir, config, f'seed_{seed}')
+
+
+def run_command(config, seed, output_dir, extra_config):
+  """The `python -m rl.run` command line of one (config, seed)."""
+  command = [sys.executable, '-m', 'rl.run',
+             f'--config_file={os.path.join(CONFIG_DIR, config + ".gin")}',
+             f'--output_dir={run_dir(output_dir, config, seed)}',
+             f'--seed={seed}']
+  for binding in extra_config:
+    command.append(f'--config={binding}')
+  return command
+
+
+def _child_env():
+  env = dict(os.environ)
+  env.update(SINGLE_THREAD_ENV)
+  # The repo root on the path lets `-m rl.run` work without installing the package.
+  env['PYTHONPATH'] = os.pathsep.join(p for p in (REPO_ROOT, env.get('PYTHONPATH')) if p)
+  return env
+
+
+def _last_line(path):
+  """The last non-empty line of a file: rl.run reports its errors as one line."""
+  try:
+    with open(path, errors='replace') as f:
+      lines = [line.strip() for line in f if line.strip()]
+  except OSError:
+    return ''
+  return lines[-1] if lines else ''
+
+
+def run_one(config, seed, output_dir, extra_config):
+  """Runs one (config, seed) to completion. Returns (returncode, seconds, log path).
+
+  Its stdout and stderr go to <output_dir>/<config>/seed_<n>.log, next to the
+  run folder rather than in it, so the file cannot get in rl.run's way.
+  """
+  os.makedirs(os.path.join(output_dir, config), exist_ok=True)
+  log_path = run_dir(output_dir, config, seed) + '.log'
+  start = time.perf_counter()
+  with open(log_path, 'w') as log:
+    process = subprocess.run(run_command(config, seed, output_dir, extra_config),
+                             stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
+                             env=_child_env(), check=False)
+  return process.returncode, time.perf_counter() - start, log_path
+
+
+def run_all(jobs, output_dir, extra_config, parallel):
+  """Runs every (config, seed) of `jobs`, `parallel` at a time; failures are reported.
+
+  Returns {(config, seed): returncode}.
+  """
+  returncodes = {}
+  print_lock = threading.Lock()
+  started = time.perf_counter()
+  # Threads only wait on the child processes, so the GIL costs nothing here.
+  with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
+    futures = {pool.submit(run_one, config, seed, output_dir, extra_config): (config, seed)
+               for config, seed in jobs}
+    for future in concurrent.futures.as_completed(futures):
+      config, seed = futures[future]
+      try:
+        returncode, seconds, log_path = future.result()
+      except OSError as e:  # the process could not even start
+        returncode, seconds, log_path = None, 0.0, None
+        detail = str(e)
+      else:
+        detail = _last_line(log_path) if returncode else ''
+      returncodes[(config, seed)] = returncode
+      with print_lock:
+        done = len(returncodes)
+        status = 'ok' if returncode == 0 else f'FAILED (exit {returncode}): {detail} [{log_path}]'
+        print(f'[{done}/{len(futures)}] {config} seed {seed}: {status} in {seconds:.0f} s '
+              f'({time.perf_counter() - started:.0f} s elapsed)', flush=True)
+  return returncodes
+
+
+def read_records(path):
+  """The records of a metrics.jsonl, or None if it is missing or unreadable."""
+  try:
+    with open(path) as f:
+      return [json.loads(line) for line in f if line.strip()]
+  except (OSError, json.JSONDecodeError):
+    return None
+
+
+# -- outputs --------------------------------------------------------------------------
+
+
+def _steps_label(value, _):
+  """Env-step ticks as 0, 50k, 1.5M: six-digit tick labels collide."""
+  if abs(value) >= 1e6:
+    return f'{value / 1e6:g}M'
+  return f'{value / 1e3:g}k' if value else '0'
+
+
+def plot_curves(panels, path):
+  """One subplot per config: mean eval return and min-max band over seeds.
+
+  Args:
+    panels: list of dicts with 'config', 'target', 'budget', 'curves' (the
+      per-seed eval curves), 'n_reached' and 'n_runs'.
+    path: the PNG to write.
+  """
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use('Agg')  # files only: no display on benchmark machines
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  from matplotlib import ticker  # pylint: disable=import-outside-toplevel
+
+  n_cols = min(3, len(panels))
+  n_rows = math.ceil(len(panels) / n_cols)
+  fig, axes = plt.subplots(n_rows, n_cols, figsize=(5.5 * n_cols, 4 * n_rows), squeeze=False)
+  for ax, panel in zip(axes.flat, panels):
+    grid, mean, low, high = aggregate_curves(panel['curves'])
+    # Band and mean only where every seed has evals; see aggregate_curves.
+    n_seeds = len(panel['curves'])
+    for i, (steps, returns) in enumerate(panel['curves']):
+      # Faint per-seed lines show the data beyond the range every seed covers.
+      ax.plot(steps, returns, color='C0', alpha=0.3, linewidth=0.8,
+              label='single seeds' if i == 0 else None)
+    if grid:
+      ax.fill_between(grid, low, high, alpha=0.25, color='C0',
+                      label=f'min–max, {n_seeds} seeds')
+      ax.plot(grid, mean, color='C0', linewidth=2, label=f'mean, {n_seeds} seeds')
+    else:
+      ax.text(0.5, 0.7, 'no eval data', ha='center', va='center', transform=ax.transAxes,
+              bbox={'facecolor': 'white', 'edgecolor': 'none'})
+      if not panel['curves']:
+        # Without data the x-axis would zoom onto the budget line alone.
+        ax.set_xlim(0, panel['budget'] * 1.05)
+    ax.axhline(panel['target'], color='C2', linestyle='--',
+               label=f"target {panel['target']:g}")
+    ax.axvline(panel['budget'], color='C3', linestyle='--',
+               label=f"budget {panel['budget']:,} steps")
+    ax.set_title(f"{panel['config']} ({panel['n_reached']}/{panel['n_runs']} reach target)")
+    ax.set_xlabel('env steps')
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(_steps_label))
+    ax.set_ylabel('eval return (greedy)')
+    ax.grid(alpha=0.3)
+    ax.legend(loc='best', fontsize='small')
+  for ax in list(axes.flat)[len(panels):]:
+    ax.set_visible(False)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+def _parse_args(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--configs', default=None,
+                      help='comma-separated registry names (default: every registry entry '
+                      'whose configs/<name>.gin exists)')
+  parser.add_argument('--seeds', default='0,1,2', help='comma-separated integer seeds')
+  parser.add_argument('--output_dir', default=os.path.join('runs', 'learning'),
+                      help='runs go to <output_dir>/<config>/seed_<n>')
+  cpus = os.cpu_count() or 1
+  parser.add_argument('--parallel', type=int, default=cpus,
+                      help=f'runs at once (default and maximum: the {cpus} CPUs)')
+  parser.add_argument('--extra_config', action='append', default=[],
+                      help='a gin binding passed to every run; repeatable')
+  args = parser.parse_args(argv)
+
+  if args.configs is None:
+    args.configs = [name for name in REGISTRY
+                    if os.path.isfile(os.path.join(CONFIG_DIR, name + '.gin'))]
+    if not args.configs:
+      parser.error(f'no registry config has a file in {CONFIG_DIR}')
+  else:
+    args.configs = [c.strip() for c in args.configs.split(',') if c.strip()]
+    for name in args.configs:
+      if name not in REGISTRY:
+        parser.error(f"unknown config '{name}'; known: {', '.join(REGISTRY)}")
+      if not os.path.isfile(os.path.join(CONFIG_DIR, name + '.gin')):
+        parser.error(f"config '{name}' is in the registry but configs/{name}.gin "
+                     'does not exist yet')
+  try:
+    args.seeds = [int(s) for s in args.seeds.split(',') if s.strip()]
+  except ValueError:
+    parser.error(f'--seeds must be comma-separated integers, got {args.seeds!r}')
+  if not args.seeds:
+    parser.error('--seeds is empty')
+  if args.parallel < 1:
+    parser.error('--parallel must be >= 1')
+  # More runs than cores would only slow each one down and skew its wall time.
+  args.parallel = min(args.parallel, cpus)
+  return args
+
+
+def main(argv=None):
+  args = _parse_args(argv)
+  output_dir = os.path.abspath(args.output_dir)
+  os.makedirs(output_dir, exist_ok=True)
+  jobs = [(config, seed) for config in args.configs for seed in args.seeds]
+  print(f'{len(jobs)} runs ({len(args.configs)} configs x {len(args.seeds)} seeds), '
+        f'{args.parallel} at a time, into {output_dir}', flush=True)
+  returncodes = run_all(jobs, output_dir, args.extra_config, args.parallel)
+
+  rows, panels, failures, short = [], [], [], []
+  for config in args.configs:
+    target, budget = REGISTRY[config]
+    runs, curves = [], []
+    for seed in args.seeds:
+      records = None
+      if returncodes.get((config, seed)) == 0:
+        # A failed run's metrics are not used: it may have been refused for
+        # holding an earlier run with another config, whose records they are.
+        records = read_records(os.path.join(run_dir(output_dir, config, seed), METRICS_FILE))
+      if records is None:
+        failures.append(f'{config} seed {seed}')
+      else:
+        curves.append(eval_curve(records))
+      summary = summarize_run(records, target, budget)
+      runs.append(summary)
+      if stopped_short(summary, budget):
+        short.append(f"{config} seed {seed} ({summary['last_env_steps']:,} of {budget:,})")
+      reached = (f"{summary['env_steps']:,} env steps, {summary['wall_seconds']:.1f} s, "
+                 f"epoch {summary['epoch']}" if summary['reached'] else 'not reached')
+      print(f'{config} seed {seed}: target {reached}; final eval {_fmt_number(summary["final"], 1)}')
+    row = summarize_config(config, target, budget, runs)
+    rows.append(row)
+    panels.append({'config': config, 'target': target, 'budget': budget, 'curves': curves,
+                   'n_reached': row['n_reached'], 'n_runs': row['n_runs']})
+
+  table = format_table(rows)
+  notes = ['', f"Seeds: {', '.join(map(str, args.seeds))}."
+           + (f" Extra bindings: {'; '.join(args.extra_config)}." if args.extra_config else ''),
+           'Target: the first epoch whose greedy eval_return >= target with env steps <= '
+           'budget. Medians are over the seeds that reached it; wall seconds sum the '
+           "epochs' collect + train + eval times (start-up excluded). Final eval: the "
+           "run's last eval_return, mean ± population std over seeds."]
+  if short:
+    notes.append('Runs that missed the target but stopped before the budget (raise '
+                 f"train_rl.n_epochs, e.g. with --extra_config): {', '.join(short)}.")
+  if failures:
+    notes.append(f"Failed runs (counted as not reaching the target): {', '.join(failures)}.")
+  results_path = os.path.join(output_dir, 'results.md')
+  with open(results_path, 'w') as f:
+    f.write(table + '\n' + '\n'.join(notes) + '\n')
+  plot_path = os.path.join(output_dir, 'learning_curves.png')
+  plot_curves(panels, plot_path)
+  print()
+  print(table)
+  print('\n'.join(notes[1:]))
+  print(f'\nWrote {results_path} and {plot_path}')
+  return 1 if failures else 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
