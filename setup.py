@@ -23,5 +23,7 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=8"],
+        # benchmarks/learning.py draws learning curves with matplotlib.
+        "bench": ["matplotlib>=3.8"],
     },
 )

@@ -15,6 +15,14 @@ def first_epoch_reaching(history, target):
   return None
 
 
+def test_ppo_cartpole_learns(tmp_path):
+  """The shipped PPO config, seed 0, cut to 25,600 env steps: greedy eval >= 200."""
+  trainer = run_lib.execute([os.path.join(ROOT, 'configs', 'ppo_cartpole.gin')],
+                            ['train_rl.n_epochs = 100'], str(tmp_path / 'ppo'), seed=0)
+  reached = first_epoch_reaching(trainer.history, 200)
+  assert reached is not None, [r.get('eval_return') for r in trainer.history]
+
+
 def test_reinforce_cartpole_learns(tmp_path):
   """The shipped REINFORCE config, seed 0, cut to 30 epochs: greedy eval >= 475."""
   trainer = run_lib.execute([os.path.join(ROOT, 'configs', 'reinforce_cartpole.gin')],

@@ -252,3 +252,27 @@ def test_cli_nan_exit_code_and_message(tmp_path):
                '--config=Adam.clip_grad_norm = None')
   assert_one_line_error(result, "' became nan at train step", 'last good checkpoint')
   assert result.returncode == 1
+
+
+def test_corrupt_newest_checkpoint_falls_back_to_the_previous(tmp_path, caplog):
+  out = str(tmp_path / 'corrupt')
+  run_lib.execute([REINFORCE], TINY, out)  # checkpoints after epochs 1, 2 and 3
+  checkpoints = os.path.join(out, 'checkpoints')
+  # Damage every array file of the newest checkpoint.
+  for dirpath, _, files in os.walk(os.path.join(checkpoints, '3', 'arrays')):
+    for name in files:
+      with open(os.path.join(dirpath, name), 'wb') as f:
+        f.write(b'garbage')
+  with caplog.at_level('WARNING'):
+    trainer = run_lib.execute([REINFORCE], TINY, out)
+  assert 'checkpoint 3 is unreadable' in caplog.text
+  assert trainer.epoch == 3  # epoch 3 was redone from the epoch-2 checkpoint
+  straight = run_lib.execute([REINFORCE], TINY, str(tmp_path / 'straight'))
+  assert without_timing(read_metrics(out)) == without_timing(straight.history)
+
+
+def test_eval_temperatures_are_logged_under_their_keys(tmp_path):
+  trainer = run_lib.execute([REINFORCE], TINY + ['train_rl.n_epochs = 1',
+                                                 'PolicyGradientTrainer.eval_temperatures = (0, 0.5)'],
+                            str(tmp_path / 't'))
+  assert {'eval_return', 'eval_return_temperature_0.5'} <= set(trainer.history[-1])

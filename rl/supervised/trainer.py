@@ -77,7 +77,8 @@ class Trainer:
 
     if example_batch is None:
       example_batch = next(self._get_stream())
-    variables = model.init(jax.random.PRNGKey(seed), *example_batch[:self._n_in])
+    # One compiled init: op-by-op initialisers (orthogonal's QR) cost seconds.
+    variables = jax.jit(model.init)(jax.random.PRNGKey(seed), *example_batch[:self._n_in])
     variables = flax.core.unfreeze(variables)
     params = variables.pop('params')
     state = {
@@ -113,9 +114,10 @@ class Trainer:
     return jax.device_put(tree, self._replicated)
 
   def _shard(self, batch):
-    batch = tuple(np.asarray(x) for x in batch)
     if self._batch_sharding is None:
-      return batch
+      # Arrays already on the device (e.g. computed advantages) stay there.
+      return tuple(x if isinstance(x, jax.Array) else np.asarray(x) for x in batch)
+    batch = tuple(np.asarray(x) for x in batch)
     size = batch[0].shape[0]
     if size % self._n_devices:
       raise ValueError(f'batch size {size} is not divisible by the {self._n_devices} '

@@ -137,7 +137,8 @@ class ActorCriticTrainer(PolicyTrainer):
     self._trainers['value'] = self._value_trainer
     self._stream_key = jax.random.PRNGKey(task.seed + 2)
     self._target = self._value_trainer.variables
-    self._state_values_fn = jax.jit(self._state_values_impl, static_argnames=('mode',))
+    # Batch preparation runs once per gradient step: one jitted call each.
+    self._advantages_fn = jax.jit(self._advantages_impl, static_argnames=('mode',))
 
   # -- values -------------------------------------------------------------------------
 
@@ -176,9 +177,13 @@ class ActorCriticTrainer(PolicyTrainer):
     q = self._value_model.apply(variables, obs, actions)[..., 0] * self._value_scale
     return q_values_lib.aggregate(q, log_probs, mode, self._q_temperature, self._sample_all)
 
-  def _next_key(self):
-    self._stream_key, key = jax.random.split(self._stream_key)
-    return key
+  def _advantages_impl(self, variables, batch, key, mode):
+    """State values [B, L] and advantages [B, L - margin] of a batch, in one jitted call."""
+    key, sample_key = jax.random.split(key)
+    values = self._state_values_impl(variables, batch.observation, batch.dist_inputs,
+                                     sample_key, mode)
+    adv = self._estimator(batch.reward, batch.return_, values, batch.done, batch.mask)
+    return values, adv, key
 
   def _slices(self, batch_size, epochs=None):
     """Batches of slices of max_slice_length trained steps plus the margin."""
@@ -187,9 +192,8 @@ class ActorCriticTrainer(PolicyTrainer):
         margin=self._margin)
 
   def _advantages(self, batch, mode):
-    values = self._state_values_fn(self._target, batch.observation, batch.dist_inputs,
-                                   self._next_key(), mode=mode)
-    adv = self._estimator(batch.reward, batch.return_, values, batch.done, batch.mask)
+    values, adv, self._stream_key = self._advantages_fn(self._target, batch,
+                                                        self._stream_key, mode=mode)
     return values, adv
 
   def value_batches_stream(self):
@@ -408,16 +412,17 @@ class SamplingAWR(ActorCriticTrainer):
     self._sampled_q_fn = jax.jit(self._sampled_q_impl)
 
   def _sampled_q_impl(self, variables, obs, dist_inputs, key):
-    actions, log_probs = self._sample_actions(dist_inputs, key)
+    key, sample_key = jax.random.split(key)
+    actions, log_probs = self._sample_actions(dist_inputs, sample_key)
     q = self._value_model.apply(variables, obs, actions)[..., 0] * self._value_scale
-    return actions, q, log_probs
+    return actions, q, log_probs, key
 
   def policy_batches_stream(self):
     length = self._max_slice_length
     for batch in self.task.trajectory_batch_stream(
         self._policy_batch_size, max_slice_length=length):
-      actions, q, log_probs = self._sampled_q_fn(
-          self._target, batch.observation, batch.dist_inputs, self._next_key())
+      actions, q, log_probs, self._stream_key = self._sampled_q_fn(
+          self._target, batch.observation, batch.dist_inputs, self._stream_key)
       mask = jnp.broadcast_to(batch.mask[:, None], q.shape)
       yield batch.observation, actions, q, log_probs, mask
 

@@ -1,0 +1,398 @@
+"""Actor-critic trainers (A2C, PPO, AWR, SamplingAWR): TRAX_RL_SPEC sections 4.1-4.6.
+
+Every trainer here is tiny (2 envs, 16 steps an epoch, batches of 4, an 8-wide
+MLP) because most of an epoch's cost is jit compilation, paid once per
+trainer; the file has to stay well under a minute on a loaded 2-core machine.
+"""
+import math
+import os
+
+import gin
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rl import advantages
+from rl import models
+from rl import run as run_lib
+from rl.errors import ConfigError
+from rl.metrics import TIMING_KEYS
+from rl.metrics import read_metrics
+from rl.task import RLTask
+from rl.trainers import A2C
+from rl.trainers import AWR
+from rl.trainers import PPO
+from rl.trainers import SamplingAWR
+from rl.trainers import q_values
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PPO_CONFIG = os.path.join(ROOT, 'configs', 'ppo_cartpole.gin')
+
+# Small models, and a constant learning rate: the default schedule warms up
+# from 0, so the first updates would not move any weights.
+TINY_GIN = ['MLP.layer_widths = (8,)', 'Value.inject_actions_dim = 8',
+            "multifactor.factors = 'constant'", 'multifactor.constant = 0.01']
+# The smallest epoch the trainers accept: 2 envs x 8 steps, 1 value and 2
+# policy gradient steps on batches of 4 slices.
+TINY = dict(n_interactions_per_epoch=16, value_train_steps_per_epoch=1,
+            policy_train_steps_per_epoch=2, policy_batch_size=4, value_batch_size=4)
+
+
+def tiny(**overrides):
+  """TINY with the estimator's one bootstrap step, updated by `overrides`."""
+  return {**TINY, 'added_policy_slice_length': 1, **overrides}
+
+
+@pytest.fixture(autouse=True, scope='module')
+def fast_compilation():
+  """XLA without its optimisation passes, for this module only.
+
+  Nearly all of a tiny epoch is XLA compiling the trainer's jitted steps
+  (each trainer jits its own bound methods, so nothing is reused between
+  trainers); skipping the optimisation passes roughly halves that. Every
+  comparison below is between runs made under the same setting.
+  """
+  before = jax.config.read('jax_disable_most_optimizations')
+  jax.config.update('jax_disable_most_optimizations', True)
+  yield
+  jax.config.update('jax_disable_most_optimizations', before)
+
+
+def task_for(env, **kwargs):
+  # The trainers build their models from gin factories at construction, so
+  # the small sizes must be bound before any trainer is made.
+  gin.parse_config(TINY_GIN)
+  return RLTask(env=env, n_envs=2, seed=0, **kwargs)
+
+
+def finite_numbers(record):
+  """The record's numeric entries; train_return is NaN when no episode ended."""
+  return {k: v for k, v in record.items()
+          if isinstance(v, (int, float)) and k != 'train_return'}
+
+
+def params_of(trainer, name):
+  return jax.device_get(trainer._trainers[name].model_weights)
+
+
+def trees_equal(a, b):
+  """Same structure and bit-identical leaves."""
+  if jax.tree_util.tree_structure(a) != jax.tree_util.tree_structure(b):
+    return False
+  return all(np.array_equal(x, y) for x, y in
+             zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
+
+
+# -- 1. counters and exact resume through the runner -----------------------------------
+
+# A2C on top of the shipped PPO config (its PPO.* bindings are then unused):
+# one value and two policy steps per epoch, the body shared, a checkpoint
+# after every epoch so the 2-epoch run can be resumed.
+A2C_RUN = ['train_rl.trainer_class = @A2C', 'train_rl.checkpoint_every = 2',
+           'RLTask.n_envs = 2', 'MLP.layer_widths = (8,)',
+           'A2C.n_interactions_per_epoch = 16', 'A2C.added_policy_slice_length = 1',
+           'A2C.value_train_steps_per_epoch = 1', 'A2C.policy_train_steps_per_epoch = 2',
+           'A2C.policy_batch_size = 4', 'A2C.value_batch_size = 4',
+           'A2C.n_shared_layers = 1']
+
+
+def steps(trainer):
+  return trainer._trainers['value'].step, trainer._trainers['policy'].step
+
+
+def without_timing(records):
+  return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in records]
+
+
+def test_step_counters_survive_a_resume_and_the_resumed_run_matches(tmp_path):
+  resumed = str(tmp_path / 'resumed')
+  trainer = run_lib.execute([PPO_CONFIG], A2C_RUN + ['train_rl.n_epochs = 2'], resumed)
+  assert steps(trainer) == (2, 4)
+  # Same folder, more epochs: only n_epochs changed, so the run resumes.
+  trainer = run_lib.execute([PPO_CONFIG], A2C_RUN + ['train_rl.n_epochs = 3'], resumed)
+  assert trainer.epoch == 3
+  assert steps(trainer) == (3, 6)
+
+  straight = str(tmp_path / 'straight')
+  trainer = run_lib.execute([PPO_CONFIG], A2C_RUN + ['train_rl.n_epochs = 3'], straight)
+  assert steps(trainer) == (3, 6)
+  expected = without_timing(read_metrics(straight))
+  assert [r['epoch'] for r in expected] == [1, 2, 3]
+  assert without_timing(read_metrics(resumed)) == expected
+
+
+# -- 2. n_shared_layers ------------------------------------------------------------------
+
+def test_shared_layers_are_copied_between_the_policy_and_the_value_net():
+  trainer = A2C(task_for('CartPole-v1'), n_shared_layers=1, **tiny())
+  policy_t, value_t = trainer._trainers['policy'], trainer._trainers['value']
+  shared = models.top_level_layers(policy_t.variables)[:1]
+  assert shared == models.top_level_layers(value_t.variables)[:1] == ['body']
+  # Different init seeds: before any epoch the bodies differ, so equality
+  # below can only come from the copying.
+  assert not trees_equal(params_of(trainer, 'policy')['body'],
+                         params_of(trainer, 'value')['body'])
+
+  # Snapshot both nets as each of them starts to train (spec 4.1 train_epoch:
+  # policy -> value before value training, value -> policy after it).
+  snapshots = {}
+
+  def spy(name, trainer_obj):
+    original = trainer_obj.train_epoch
+
+    def train_epoch(*args, **kwargs):
+      snapshots[name] = (params_of(trainer, 'policy'), params_of(trainer, 'value'))
+      return original(*args, **kwargs)
+    trainer_obj.train_epoch = train_epoch
+
+  spy('value', value_t)
+  spy('policy', policy_t)
+  trainer.task.collect(trainer.collect_policy(), n_interactions=16)
+  trainer.train_epoch()
+
+  policy_before_value, value_before_value = snapshots['value']
+  assert trees_equal(policy_before_value['body'], value_before_value['body'])
+  policy_before_policy, value_before_policy = snapshots['policy']
+  assert trees_equal(policy_before_policy['body'], value_before_policy['body'])
+  # The value step really trained the shared body, so the copy back mattered.
+  assert not trees_equal(value_before_value['body'], value_before_policy['body'])
+
+  policy_after, value_after = params_of(trainer, 'policy'), params_of(trainer, 'value')
+  # The value net keeps the body it handed over; the policy then trains on it,
+  # so after train_epoch the two bodies only agree again at the next epoch's
+  # copy (they are NOT equal here: the policy steps moved the policy's copy).
+  assert trees_equal(value_after['body'], value_before_policy['body'])
+  assert not trees_equal(policy_after['body'], value_after['body'])
+  # Only layer 0 is shared: each net keeps its own head.
+  assert 'value_head' not in policy_after and 'policy_head' not in value_after
+  assert not trees_equal(policy_after['policy_head'], policy_before_policy['policy_head'])
+
+
+# -- 3. Q-values and their aggregates -----------------------------------------------------
+
+@pytest.mark.parametrize('aggregate', q_values.AGGREGATES)
+def test_q_value_aggregates_train_an_epoch(aggregate):
+  # policy_eval_steps=0 skips compiling the policy metrics (the policy train
+  # loss is still checked for finiteness): the aggregate only affects values.
+  trainer = AWR(task_for('CartPole-v1'), q_value=True, q_value_n_samples=3,
+                q_value_aggregate=aggregate, **tiny(policy_eval_steps=0))
+  # 3 samples of 2 actions: sampled from the stored policy, not enumerated.
+  assert not trainer._sample_all
+  record = trainer.run_epoch()
+  assert math.isfinite(record['value_loss'])
+  assert all(math.isfinite(v) for v in finite_numbers(record).values())
+
+
+def first_value_batch(**kwargs):
+  """One value batch of a fresh Q-value AWR after one collection (seeded: repeatable)."""
+  trainer = AWR(task_for('CartPole-v1'), q_value=True, q_value_n_samples=3, **tiny(**kwargs))
+  trainer.task.collect(trainer.collect_policy(), n_interactions=16)
+  return next(trainer.value_batches_stream())
+
+
+def test_old_boolean_alias_of_the_aggregate():
+  # Batch = (obs, actions, targets, mask); the targets carry the aggregate.
+  alias_max = first_value_batch(q_value_aggregate_max=True)
+  explicit_max = first_value_batch(q_value_aggregate='max')
+  alias_mean = first_value_batch(q_value_aggregate_max=False)
+  for a, b in zip(alias_max, explicit_max):
+    np.testing.assert_array_equal(a, b)
+  # Same data, same keys: only the aggregate differs, and max >= mean of the
+  # same Q samples, so 'max' targets can only be higher.
+  np.testing.assert_array_equal(alias_max[0], alias_mean[0])
+  assert not np.array_equal(alias_max[2], alias_mean[2])
+  assert np.all(np.asarray(alias_max[2]) >= np.asarray(alias_mean[2]) - 1e-6)
+
+
+# One state, three sampled actions with Q = [1, 2, 1] and policy probabilities
+# [1/2, 1/4, 1/4]; arrays are [B=1, n=3, L=1].
+Q = jnp.array([1.0, 2.0, 1.0]).reshape(1, 3, 1)
+LOG_P = jnp.log(jnp.array([0.5, 0.25, 0.25])).reshape(1, 3, 1)
+E = math.e
+HAND_COMPUTED = {
+    # max(1, 2, 1)
+    'max': 2.0,
+    # softmax weights e^q / (e + e^2 + e) = (1, e, 1) / (2 + e);
+    # sum w q = (1 + 2e + 1) / (2 + e) = (2 + 2e) / (2 + e) ~ 1.5761
+    'softmax': (2 + 2 * E) / (2 + E),
+    # log(e + e^2 + e) - log 3 = 1 + log(2 + e) - log 3 ~ 1.4528
+    'logsumexp': 1 + math.log(2 + E) - math.log(3),
+    # samples already come from the policy: plain mean (1 + 2 + 1) / 3
+    'mean': 4 / 3,
+}
+
+
+@pytest.mark.parametrize('mode', sorted(HAND_COMPUTED))
+def test_aggregate_by_hand(mode):
+  value = q_values.aggregate(Q, LOG_P, mode)
+  assert value.shape == (1, 1)
+  np.testing.assert_allclose(float(value[0, 0]), HAND_COMPUTED[mode], rtol=1e-6)
+
+
+def test_aggregate_mean_over_all_actions_is_probability_weighted():
+  # Enumerated actions are weighted by the policy: 1/2 * 1 + 1/4 * 2 + 1/4 * 1 = 1.25
+  # (not the plain mean 4/3).
+  value = q_values.aggregate(Q, LOG_P, 'mean', sample_all=True)
+  np.testing.assert_allclose(float(value[0, 0]), 1.25, rtol=1e-6)
+
+
+def test_aggregate_temperature():
+  # T = 2: softmax weights e^(q/2) = (e^.5, e, e^.5);
+  # logsumexp: 2 * (log(2 e^.5 + e) - log 3).
+  soft = (2 * math.exp(0.5) + 2 * E) / (2 * math.exp(0.5) + E)
+  lse = 2 * (math.log(2 * math.exp(0.5) + E) - math.log(3))
+  np.testing.assert_allclose(float(q_values.aggregate(Q, LOG_P, 'softmax', 2.0)[0, 0]), soft,
+                             rtol=1e-6)
+  np.testing.assert_allclose(float(q_values.aggregate(Q, LOG_P, 'logsumexp', 2.0)[0, 0]),
+                             lse, rtol=1e-6)
+
+
+def test_aggregate_rejects_an_unknown_mode():
+  with pytest.raises(ValueError, match='unknown q_value_aggregate'):
+    q_values.aggregate(Q, LOG_P, 'median')
+
+
+# -- 4. sampling every action -------------------------------------------------------------
+
+def test_sampling_awr_enumerates_all_actions_when_n_samples_is_the_action_count():
+  trainer = SamplingAWR(task_for('CartPole-v1'), q_value_n_samples=2, **tiny())
+  assert trainer._sample_all
+  record = trainer.run_epoch()
+  assert all(math.isfinite(v) for v in finite_numbers(record).values())
+  # More samples than actions: drawn from the policy, with repeats.
+  other = SamplingAWR(task_for('CartPole-v1'), q_value_n_samples=3, **tiny())
+  assert not other._sample_all
+
+
+# -- 5. bootstrapping margins and value targets -------------------------------------------
+
+@pytest.mark.parametrize('estimator', [advantages.td_k, advantages.td_lambda, advantages.gae],
+                         ids=['td_k', 'td_lambda', 'gae'])
+def test_ppo_bootstraps_through_an_added_policy_slice(estimator):
+  # No policy metrics (as above): the finite train loss already depends on the
+  # estimator's advantages.
+  trainer = PPO(task_for('CartPole-v1'), advantage_estimator=estimator,
+                **tiny(max_slice_length=1, added_policy_slice_length=2, policy_eval_steps=0))
+  record = trainer.run_epoch()
+  assert math.isfinite(record['train_policy_loss'])
+  assert all(math.isfinite(v) for v in finite_numbers(record).values())
+  # The margin rows only serve the estimator: the policy sees 1 step per slice.
+  obs, actions, adv, old_dist_inputs, mask = next(trainer.policy_batches_stream())
+  assert obs.shape == (4, 1, 4) and adv.shape == mask.shape == (4, 1)
+
+
+def test_monte_carlo_value_targets_are_the_stored_returns():
+  task = task_for('rl_test/Chain-v0', env_kwargs={'length': 3}, gamma=0.5)
+  trainer = A2C(task, advantage_estimator=advantages.monte_carlo,
+                **dict(TINY, added_policy_slice_length=0, n_interactions_per_epoch=6,
+                       value_batch_size=16))
+  # 2 envs x 3 steps: each env plays exactly one whole episode.
+  task.collect(trainer.collect_policy(), n_interactions=6)
+  obs, targets, mask = next(trainer.value_batches_stream())
+  assert obs.shape == (16, 1, 1) and targets.shape == mask.shape == (16, 1)
+  real = np.asarray(mask) > 0
+  assert real.all()  # slices of length 1 start only on real steps
+  # Rewards 1, 2, 3 at t = 0, 1, 2 with gamma 0.5:
+  # G_2 = 3, G_1 = 2 + 0.5 * 3 = 3.5, G_0 = 1 + 0.5 * 3.5 = 2.75.
+  by_hand = {0: 2.75, 1: 3.5, 2: 3.0}
+  rows = task.epochs[1].rows
+  stored = {int(o[0]): float(r) for o, r, m in
+            zip(rows['observation'], rows['return_'], rows['mask']) if m}
+  assert stored == by_hand
+  t = np.asarray(obs)[:, 0, 0].astype(int)
+  np.testing.assert_allclose(np.asarray(targets)[real],
+                             np.array([stored[i] for i in t]), rtol=1e-6)
+
+
+# -- 6. Gaussian policies -----------------------------------------------------------------
+
+GAUSSIAN_TRAINERS = {
+    'A2C': (A2C, {}),
+    'PPO': (PPO, {}),
+    'AWR': (AWR, {}),
+    'SamplingAWR': (SamplingAWR, {'q_value_n_samples': 2}),
+}
+
+
+@pytest.fixture(scope='module')
+def pendulum_records():
+  """Two epochs of each trainer on Pendulum-v1 (Box actions), shared with the
+  metric-name tests below so each trainer is compiled once."""
+  records = {}
+  for name, (cls, kwargs) in GAUSSIAN_TRAINERS.items():
+    gin.clear_config()
+    trainer = cls(task_for('Pendulum-v1'), **tiny(**kwargs))
+    records[name] = [trainer.run_epoch(), trainer.run_epoch()]
+    trainer.close()
+  gin.clear_config()
+  return records
+
+
+@pytest.mark.parametrize('name', sorted(GAUSSIAN_TRAINERS))
+def test_gaussian_policy_trains_two_epochs(pendulum_records, name):
+  first, second = pendulum_records[name]
+  assert second['epoch'] == 2 and second['env_steps'] == 32
+  for record in (first, second):
+    numbers = finite_numbers(record)
+    assert 'value_loss' in numbers and 'policy_loss' in numbers
+    bad = {k: v for k, v in numbers.items() if not math.isfinite(v)}
+    assert not bad, f'{name}: non-finite metrics {bad}'
+
+
+# -- 7. bad input at construction ---------------------------------------------------------
+
+@pytest.mark.parametrize('cls', [PPO, A2C], ids=['PPO', 'A2C'])
+def test_on_policy_trainers_reject_replay(cls):
+  with pytest.raises(ConfigError, match='is on-policy: n_replay_epochs must be 1'):
+    cls(task_for('CartPole-v1'), n_replay_epochs=2, **tiny())
+
+
+def test_all_actions_needs_a_discrete_action_space():
+  with pytest.raises(ConfigError, match='needs a Discrete action space'):
+    AWR(task_for('Pendulum-v1'), q_value=True, q_value_n_samples='all', **tiny())
+
+
+def test_unknown_q_value_aggregate():
+  with pytest.raises(ConfigError, match="q_value_aggregate must be one of .*'median'"):
+    AWR(task_for('CartPole-v1'), q_value=True, q_value_aggregate='median', **tiny())
+
+
+@pytest.mark.parametrize('estimator', [advantages.td_lambda, advantages.gae, advantages.td_k],
+                         ids=['td_lambda', 'gae', 'td_k'])
+def test_bootstrapping_estimators_need_a_margin(estimator):
+  with pytest.raises(ConfigError, match='added_policy_slice_length must be >= 1'):
+    PPO(task_for('CartPole-v1'), advantage_estimator=estimator,
+        **tiny(added_policy_slice_length=0))
+
+
+def test_value_steps_must_split_evenly_into_evals():
+  with pytest.raises(ConfigError, match=r'value_train_steps_per_epoch \(3\) must be a '
+                     r'positive multiple of value_evals_per_epoch \(2\)'):
+    A2C(task_for('CartPole-v1'), **tiny(value_train_steps_per_epoch=3,
+                                        value_evals_per_epoch=2))
+
+
+# -- 8. the logged losses -----------------------------------------------------------------
+
+BASE_METRICS = {'policy_loss', 'advantage_mean', 'advantage_std', 'value_loss', 'value_mean'}
+EXTRA_METRICS = {
+    'A2C': set(),
+    'PPO': {'clip_fraction', 'approximate_kl_divergence'},
+    'AWR': {'awr_weight_mean', 'awr_weight_std', 'awr_weight_min', 'awr_weight_max'},
+    'SamplingAWR': {'awr_weight_mean', 'awr_weight_std', 'awr_weight_min',
+                    'awr_weight_max'},
+}
+
+
+@pytest.mark.parametrize('name', sorted(EXTRA_METRICS))
+def test_epoch_logs_the_spec_metrics(pendulum_records, name):
+  record = pendulum_records[name][0]
+  missing = (BASE_METRICS | EXTRA_METRICS[name]) - set(record)
+  assert not missing, f'{name} does not log {sorted(missing)}'
+  # Weights are exp(A / beta) capped at w_max: positive, ordered, <= 20.
+  if 'awr_weight_min' in EXTRA_METRICS[name]:
+    assert 0 < record['awr_weight_min'] <= record['awr_weight_mean'] \
+        <= record['awr_weight_max'] <= 20.0
+  if name == 'PPO':
+    assert 0.0 <= record['clip_fraction'] <= 1.0
