@@ -230,6 +230,9 @@ def normalize(x, mask, epsilon=1e-8):
     x = jnp.asarray(x)
     x = x.astype(jnp.promote_types(x.dtype, jnp.float32))
     mask = jnp.asarray(mask, dtype=x.dtype)
+    # Padding may hold anything (even inf or NaN); `where`, unlike a product
+    # with the mask, keeps it out of the statistics and the result.
+    x = jnp.where(mask > 0, x, 0.0)
     count = jnp.maximum(jnp.sum(mask), 1.0)
     mean = jnp.sum(x * mask) / count
     var = jnp.sum(mask * jnp.square(x - mean)) / count

@@ -83,3 +83,14 @@ def test_awr_threshold_weights():
   # (4.6) adds 4 to step 5; minimum 0 does not bind.
   weights = losses.awr_weights(advantages, 1.0, 20.0, thresholds=((60, 1, 0), (90, 4, 0)))
   np.testing.assert_allclose(weights, [0, 0, 0, 1, 5])
+
+
+def test_advantage_norm_and_explained_variance_by_hand():
+  mask = np.array([[1.0, 1.0, 1.0, 0.0]])
+  adv = np.array([[3.0, 0.0, -4.0, 100.0]])
+  assert float(losses.advantage_norm(adv, mask)) == pytest.approx(5.0)  # sqrt(9 + 16)
+  targets = np.array([[1.0, 2.0, 3.0, 50.0]])
+  # Var(targets) = 2/3; residuals (0, 0, 1) have variance 2/9 -> 1 - (2/9)/(2/3) = 2/3.
+  values = np.array([[1.0, 2.0, 2.0, 0.0]])
+  assert float(losses.explained_variance(targets, values, mask)) == pytest.approx(2 / 3, rel=1e-6)
+  assert float(losses.explained_variance(targets, targets, mask)) == pytest.approx(1.0)

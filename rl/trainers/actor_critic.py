@@ -74,7 +74,7 @@ class ActorCriticTrainer(PolicyTrainer):
                value_batch_size=64, value_train_steps_per_epoch=500, value_evals_per_epoch=1,
                value_eval_steps=1, n_shared_layers=0, added_policy_slice_length=0,
                n_replay_epochs=1, scale_value_targets=False, q_value=False,
-               q_value_aggregate='logsumexp', q_value_aggregate_max=None,
+               q_value_aggregate=None, q_value_aggregate_max=None,
                q_value_temperature=1.0, q_value_n_samples=1, advantage_estimator=None,
                advantage_normalization=True, advantage_normalization_epsilon=1e-5,
                advantage_normalization_factor=1.0, **kwargs):
@@ -85,7 +85,11 @@ class ActorCriticTrainer(PolicyTrainer):
     check_divisible(value_train_steps_per_epoch, value_evals_per_epoch,
                     'value_train_steps_per_epoch', 'value_evals_per_epoch')
     if q_value_aggregate_max is not None:
+      if q_value_aggregate is not None:
+        raise ConfigError(f'{name}: give q_value_aggregate or its old alias '
+                          'q_value_aggregate_max, not both.')
       q_value_aggregate = 'max' if q_value_aggregate_max else 'mean'
+    q_value_aggregate = q_value_aggregate or 'logsumexp'
     if q_value_aggregate not in q_values_lib.AGGREGATES:
       raise ConfigError(f"{name}.q_value_aggregate must be one of "
                         f"{', '.join(q_values_lib.AGGREGATES)}; got '{q_value_aggregate}'.")
@@ -108,7 +112,11 @@ class ActorCriticTrainer(PolicyTrainer):
     self._q_value = q_value
     self._q_aggregate = q_value_aggregate
     self._q_temperature = float(q_value_temperature)
-    self._q_n_samples = self._n_actions if self._sample_all else int(q_value_n_samples)
+    if q_value and not self._sample_all and (
+        not isinstance(q_value_n_samples, int) or q_value_n_samples < 1):
+      raise ConfigError(f"{name}.q_value_n_samples must be a positive integer or 'all', "
+                        f'got {q_value_n_samples!r}.')
+    self._q_n_samples = self._n_actions if self._sample_all else q_value_n_samples
     self._margin = int(added_policy_slice_length)
     self._n_shared_layers = int(n_shared_layers)
     self._adv_normalization = advantage_normalization
@@ -135,10 +143,23 @@ class ActorCriticTrainer(PolicyTrainer):
         self.value_batches_stream, self.value_metrics, 'value_loss', example,
         n_model_inputs=len(example), seed_offset=1)
     self._trainers['value'] = self._value_trainer
+    self._check_shared_layers(name)
     self._stream_key = jax.random.PRNGKey(task.seed + 2)
     self._target = self._value_trainer.variables
     # Batch preparation runs once per gradient step: one jitted call each.
     self._advantages_fn = jax.jit(self._advantages_impl, static_argnames=('mode',))
+
+  def _check_shared_layers(self, name):
+    """n_shared_layers must name layers both networks have, in the same order."""
+    policy = models.top_level_layers(self._policy_trainer.variables)
+    value = models.top_level_layers(self._value_trainer.variables)
+    common = 0
+    while common < min(len(policy), len(value)) and policy[common] == value[common]:
+      common += 1
+    if not 0 <= self._n_shared_layers <= common:
+      raise ConfigError(
+          f'{name}.n_shared_layers must be between 0 and {common}: the policy layers '
+          f'{policy} and the value layers {value} share their first {common}.')
 
   # -- values -------------------------------------------------------------------------
 

@@ -13,8 +13,11 @@ from rl.advantages import normalize
 
 
 def masked_mean(x, mask):
-  """Mean of x over the real steps (mask 1); 0 for an all-padding batch."""
-  return jnp.sum(x * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+  """Mean of x over the real steps (mask 1); 0 for an all-padding batch.
+
+  `where` rather than a product, so padding holding inf or NaN stays out.
+  """
+  return jnp.sum(jnp.where(mask > 0, x * mask, 0.0)) / jnp.maximum(jnp.sum(mask), 1.0)
 
 
 def reinforce_loss(log_probs, returns, mask):
@@ -92,3 +95,16 @@ def awr_weights(advantages, beta, w_max, thresholds=None):
 def awr_loss(log_probs, weights, mask):
   """Advantage-weighted regression: -E[w log pi(a|s)]."""
   return -masked_mean(log_probs * jax.lax.stop_gradient(weights), mask)
+
+
+def advantage_norm(advantages, mask):
+  """L2 norm of the advantages over the real steps of the batch."""
+  return jnp.sqrt(jnp.sum((advantages * mask) ** 2))
+
+
+def explained_variance(targets, values, mask):
+  """1 - Var(targets - values) / Var(targets) over real steps (1 = perfect, <= 0 = useless)."""
+  def variance(x):
+    mean = masked_mean(x, mask)
+    return masked_mean((x - mean) ** 2, mask)
+  return 1.0 - variance(targets - values) / jnp.maximum(variance(targets), 1e-8)

@@ -1,0 +1,129 @@
+"""Joint trainers: metrics on a hand-computed batch, masking, resume, smoke runs."""
+import math
+import os
+
+import jax
+import numpy as np
+import pytest
+
+from rl import advantages
+from rl import run as run_lib
+from rl.errors import ConfigError
+from rl.metrics import TIMING_KEYS
+from rl.metrics import read_metrics
+from rl.task import RLTask
+from rl.trainers.actor_critic_joint import A2CJoint
+from rl.trainers.actor_critic_joint import AWRJoint
+from rl.trainers.actor_critic_joint import PPOJoint
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PPO_JOINT = os.path.join(ROOT, 'configs', 'ppo_joint_cartpole.gin')
+SMALL = dict(n_interactions_per_epoch=16, batch_size=4, train_steps_per_epoch=1)
+
+
+def chain_task(**kwargs):
+  return RLTask(env='rl_test/Chain-v0', n_envs=2, seed=0, **kwargs)
+
+
+def zero_weights(trainer):
+  """Zero logits (a uniform policy) and zero values: the metrics become hand-computable."""
+  joint = trainer._trainers['joint']  # pylint: disable=protected-access
+  joint.model_weights = jax.tree_util.tree_map(np.zeros_like, joint.model_weights)
+  return joint
+
+
+def hand_batch():
+  """Two slices of 2 rows; the second slice's second row is padding."""
+  obs = np.zeros((2, 2, 1), np.float32)
+  actions = np.array([[1, 0], [1, 0]])
+  rewards = np.zeros((2, 2), np.float32)
+  returns = np.array([[3.0, 1.0], [-1.0, 0.0]], np.float32)
+  dones = np.zeros((2, 2), np.float32)
+  old_dist_inputs = np.zeros((2, 2, 2), np.float32)
+  mask = np.array([[1.0, 1.0], [1.0, 0.0]], np.float32)
+  return obs, actions, rewards, returns, dones, old_dist_inputs, mask
+
+
+def test_ppo_joint_metrics_by_hand():
+  trainer = PPOJoint(chain_task(), max_slice_length=2, value_loss_coeff=0.5,
+                     entropy_coeff=0.1, epsilon=0.2, **SMALL)
+  metrics = zero_weights(trainer).evaluate(hand_batch())
+  # monte_carlo with V = 0: A = R on the real steps (3, 1, -1): mean 1, norm sqrt(11).
+  assert metrics['advantage_mean'] == pytest.approx(1.0)
+  assert metrics['advantage_norm'] == pytest.approx(math.sqrt(11))
+  # Targets = V + A = R; value loss = 0.5 * mean(R^2) = 0.5 * 11 / 3.
+  assert metrics['value_loss'] == pytest.approx(0.5 * 11 / 3, rel=1e-5)
+  # V = 0 explains nothing: 1 - Var(R) / Var(R).
+  assert metrics['explained_variance'] == pytest.approx(0.0, abs=1e-6)
+  # Uniform two-way policy: log pi = log 1/2; greedy action = index 0; entropy log 2.
+  assert metrics['log_probs_mean'] == pytest.approx(math.log(0.5), rel=1e-6)
+  assert metrics['preferred_move'] == pytest.approx(0.0)
+  assert metrics['entropy_loss'] == pytest.approx(0.1 * math.log(2), rel=1e-6)
+  # New and old policies agree: ratio 1, nothing clipped, KL 0.
+  assert metrics['probs_ratio_mean'] == pytest.approx(1.0)
+  assert metrics['clip_fraction'] == pytest.approx(0.0)
+  assert metrics['approximate_kl_divergence'] == pytest.approx(0.0, abs=1e-7)
+  # Normalised advantages have mean 0, so the surrogate is 0:
+  # joint = -0 - 0.1 log 2 + 0.5 * 11 / 3.
+  assert metrics['joint_loss'] == pytest.approx(-0.1 * math.log(2) + 0.5 * 11 / 3, rel=1e-5)
+
+
+def test_a2c_joint_metrics_by_hand():
+  trainer = A2CJoint(chain_task(), max_slice_length=2, value_loss_coeff=1.0,
+                     entropy_coeff=0.0, **SMALL)
+  metrics = zero_weights(trainer).evaluate(hand_batch())
+  assert set(metrics) >= {'joint_loss', 'entropy_loss', 'advantage_mean', 'value_loss'}
+  assert metrics['entropy_loss'] == 0.0
+  # -mean(log(1/2) * A_normalised) = 0 (normalised A has mean 0) + 11 / 3.
+  assert metrics['joint_loss'] == pytest.approx(11 / 3, rel=1e-5)
+
+
+def test_an_all_padding_row_changes_nothing():
+  trainer = PPOJoint(chain_task(), max_slice_length=2, **SMALL)
+  joint = trainer._trainers['joint']  # pylint: disable=protected-access
+  batch = hand_batch()
+  garbage = [7.0, 1, 7.0, 1e6, 1.0, 7.0, 0.0]  # valid action index; mask 0
+  padded = tuple(np.concatenate([x, np.zeros_like(x[:1]) + g]) for x, g in zip(batch, garbage))
+  # The extra row holds garbage everywhere but its mask is 0.
+  assert joint.evaluate(padded)['joint_loss'] == pytest.approx(
+      joint.evaluate(batch)['joint_loss'], rel=1e-6)
+
+
+@pytest.mark.parametrize('cls', [PPOJoint, A2CJoint, AWRJoint])
+def test_each_joint_trainer_runs_with_slices_of_two(cls):
+  trainer = cls(chain_task(env_kwargs={'length': 6}), max_slice_length=2,
+                added_policy_slice_length=1, advantage_estimator=advantages.gae, **SMALL)
+  for _ in range(2):
+    record = trainer.run_epoch()
+  assert np.isfinite(record['joint_loss'])
+  assert trainer._trainers['joint'].step == 2  # pylint: disable=protected-access
+
+
+def test_separate_bodies_with_joint_false(tmp_path):
+  trainer = run_lib.execute([PPO_JOINT], ['train_rl.n_epochs = 2', 'PolicyAndValue.joint = False',
+                                          'RLTask.n_envs = 2', 'MLP.layer_widths = (8,)'],
+                            str(tmp_path / 'sep'))
+  params = trainer._trainers['joint'].model_weights  # pylint: disable=protected-access
+  assert {'policy_body', 'value_body'} <= set(params)
+
+
+def test_resume_step_equals_epoch_and_is_bit_exact(tmp_path):
+  flags = ['PPOJoint.train_steps_per_epoch = 1', 'RLTask.n_envs = 2', 'MLP.layer_widths = (8,)',
+           'PPOJoint.eval_every = 1', 'PPOJoint.n_eval_episodes = 1',
+           'train_rl.checkpoint_every = 1']
+  out = str(tmp_path / 'resumed')
+  run_lib.execute([PPO_JOINT], flags + ['train_rl.n_epochs = 2'], out)
+  trainer = run_lib.execute([PPO_JOINT], flags + ['train_rl.n_epochs = 3'], out)
+  assert trainer.epoch == 3
+  assert trainer._trainers['joint'].step == 3  # pylint: disable=protected-access
+  straight = run_lib.execute([PPO_JOINT], flags + ['train_rl.n_epochs = 3'],
+                             str(tmp_path / 'straight'))
+  strip = lambda rs: [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rs]
+  assert strip(read_metrics(out)) == strip(straight.history)
+
+
+def test_on_policy_joint_trainers_refuse_replay():
+  with pytest.raises(ConfigError, match='on-policy'):
+    PPOJoint(chain_task(), n_replay_epochs=3, **SMALL)
+  with pytest.raises(ConfigError, match='added_policy_slice_length'):
+    A2CJoint(chain_task(), advantage_estimator=advantages.gae, **SMALL)
