@@ -305,8 +305,12 @@ def run_one(config, seed, output_dir, extra_config):
   return process.returncode, time.perf_counter() - start, log_path
 
 
-def run_all(jobs, output_dir, extra_config, parallel):
+def run_all(jobs, output_dir, extra_config, parallel, stop_at_target=False):
   """Runs every (config, seed) of `jobs`, `parallel` at a time; failures are reported.
+
+  With `stop_at_target` each run stops at its first eval at or above the
+  config's target (train_rl.stop_at_return), which answers "reached within the
+  budget?" without training on to the end of the budget.
 
   Returns {(config, seed): returncode}.
   """
@@ -315,7 +319,11 @@ def run_all(jobs, output_dir, extra_config, parallel):
   started = time.perf_counter()
   # Threads only wait on the child processes, so the GIL costs nothing here.
   with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
-    futures = {pool.submit(run_one, config, seed, output_dir, extra_config): (config, seed)
+    def bindings(config):
+      if not stop_at_target:
+        return extra_config
+      return list(extra_config) + [f'train_rl.stop_at_return = {REGISTRY[config][0]}']
+    futures = {pool.submit(run_one, config, seed, output_dir, bindings(config)): (config, seed)
                for config, seed in jobs}
     for future in concurrent.futures.as_completed(futures):
       config, seed = futures[future]
@@ -418,6 +426,9 @@ def _parse_args(argv=None):
                       help=f'runs at once (default and maximum: the {cpus} CPUs)')
   parser.add_argument('--extra_config', action='append', default=[],
                       help='a gin binding passed to every run; repeatable')
+  parser.add_argument('--stop_at_target', action='store_true',
+                      help='stop each run once its eval return reaches the target '
+                      '(final evals are then the values at the stop)')
   args = parser.parse_args(argv)
 
   if args.configs is None:
@@ -453,7 +464,8 @@ def main(argv=None):
   jobs = [(config, seed) for config in args.configs for seed in args.seeds]
   print(f'{len(jobs)} runs ({len(args.configs)} configs x {len(args.seeds)} seeds), '
         f'{args.parallel} at a time, into {output_dir}', flush=True)
-  returncodes = run_all(jobs, output_dir, args.extra_config, args.parallel)
+  returncodes = run_all(jobs, output_dir, args.extra_config, args.parallel,
+                        args.stop_at_target)
 
   rows, panels, failures, short = [], [], [], []
   for config in args.configs:
@@ -487,7 +499,9 @@ def main(argv=None):
            'Target: the first epoch whose greedy eval_return >= target with env steps <= '
            'budget. Medians are over the seeds that reached it; wall seconds sum the '
            "epochs' collect + train + eval times (start-up excluded). Final eval: the "
-           "run's last eval_return, mean ± population std over seeds."]
+           "run's last eval_return, mean ± population std over seeds"
+           + (' (runs stopped at their first eval at or above the target).'
+              if args.stop_at_target else '.')]
   if short:
     notes.append('Runs that missed the target but stopped before the budget (raise '
                  f"train_rl.n_epochs, e.g. with --extra_config): {', '.join(short)}.")

@@ -49,12 +49,12 @@ flags.DEFINE_bool('allow_config_change', False, 'Resume a run whose config diffe
 CHECKPOINT_DIR = 'checkpoints'
 CONFIG_FILE = 'config.gin'
 # Bindings that may change between a run and its resume.
-RESUMABLE_BINDINGS = ('train_rl.n_epochs',)
+RESUMABLE_BINDINGS = ('train_rl.n_epochs', 'train_rl.stop_at_return')
 
 
 @gin.configurable(denylist=['task', 'output_dir'])
 def train_rl(output_dir=None, trainer_class=gin.REQUIRED, n_epochs=100,
-             checkpoint_every=10, task=None):
+             checkpoint_every=10, stop_at_return=None, task=None):
   """Builds the trainer and runs it to `n_epochs` total epochs, resuming if it can.
 
   Args:
@@ -62,16 +62,20 @@ def train_rl(output_dir=None, trainer_class=gin.REQUIRED, n_epochs=100,
     trainer_class: the trainer, e.g. @PolicyGradientTrainer.
     n_epochs: total epochs of the run; raise it to extend a finished run.
     checkpoint_every: checkpoint every this many epochs (and after the last).
+    stop_at_return: stop early once the greedy eval return reaches this
+      (None: run all n_epochs). Benchmarks use it to stop at their target.
     task: the RLTask (from the runner).
   """
-  return _Run(output_dir, trainer_class, n_epochs, checkpoint_every, task)
+  return _Run(output_dir, trainer_class, n_epochs, checkpoint_every, stop_at_return, task)
 
 
 class _Run:
   """The parts of one run, built (and validated) before anything is written."""
 
-  def __init__(self, output_dir, trainer_class, n_epochs, checkpoint_every, task):
+  def __init__(self, output_dir, trainer_class, n_epochs, checkpoint_every, stop_at_return,
+               task):
     self.output_dir = output_dir
+    self.stop_at_return = stop_at_return
     self.n_epochs = int(n_epochs)
     self.checkpoint_every = int(checkpoint_every)
     if self.n_epochs < 0 or self.checkpoint_every < 1:
@@ -314,7 +318,7 @@ def execute(config_files, bindings, output_dir=None, seed=None, allow_config_cha
     writer = MetricsWriter(output_dir, trainer.history)
     try:
       trainer.run(run.n_epochs, checkpoint_fn=save, checkpoint_every=run.checkpoint_every,
-                  writer=writer, log=log.info)
+                  writer=writer, log=log.info, stop_at_return=run.stop_at_return)
     finally:
       writer.close()
       checkpointer.close()

@@ -276,3 +276,13 @@ def test_eval_temperatures_are_logged_under_their_keys(tmp_path):
                                                  'PolicyGradientTrainer.eval_temperatures = (0, 0.5)'],
                             str(tmp_path / 't'))
   assert {'eval_return', 'eval_return_temperature_0.5'} <= set(trainer.history[-1])
+
+
+def test_stop_at_return_stops_early_and_a_rerun_does_nothing(tmp_path):
+  out = str(tmp_path / 'stop')
+  bindings = TINY + ['train_rl.n_epochs = 5', 'train_rl.stop_at_return = 1']
+  trainer = run_lib.execute([REINFORCE], bindings, out)
+  assert trainer.epoch == 1  # any CartPole eval return is >= 1
+  assert run_lib.execute([REINFORCE], bindings, out).epoch == 1
+  # Dropping the goal continues the same run to n_epochs (the binding may change).
+  assert run_lib.execute([REINFORCE], TINY + ['train_rl.n_epochs = 2'], out).epoch == 2

@@ -173,19 +173,28 @@ def test_every_step_is_trained_and_only_termination_stops_the_bootstrap(terminat
                              rtol=1e-6)
 
 
-def test_two_step_targets_through_the_task():
-  task = task_for('rl_test/Chain-v0', env_kwargs={'length': 3}, gamma=GAMMA)
+# Two-step targets on the 3-step chain (gamma 0.5, max Q 2 everywhere):
+# t = 0: 1 + 0.5 * 2 + 0.25 * 2 = 2.5 either way; at t = 1 and 2 the window
+# reaches the end: terminated, 2 + 0.5 * 3 = 3.5 and 3; truncated, the final
+# observation bootstraps: 2 + 0.5 * 3 + 0.25 * 2 = 4 and 3 + 0.5 * 2 = 4.
+TWO_STEP = {True: {0: 2.5, 1: 3.5, 2: 3.0}, False: {0: 2.5, 1: 4.0, 2: 4.0}}
+
+
+@pytest.mark.parametrize('terminate', [True, False], ids=['terminated', 'truncated'])
+def test_two_step_targets_through_the_task(terminate):
+  kwargs = {'env_kwargs': {'length': 3, 'terminate': terminate}, 'gamma': GAMMA}
+  if not terminate:
+    kwargs['time_limit'] = 3
+  task = task_for('rl_test/Chain-v0', **kwargs)
   trainer = DQN(task, max_slice_length=3, **dict(TINY, n_interactions_per_epoch=6,
                                                   value_batch_size=64))
   task.collect(trainer.collect_policy(), n_interactions=6)
   trainer._target = constant_q_target(trainer, [2.0, 1.0])
-  obs, _, targets, _ = next(trainer.value_batches_stream())
+  obs, _, targets, mask = next(trainer.value_batches_stream())
   t = np.asarray(obs)[:, 0, 0].astype(int)
-  # t = 0: 1 + 0.5 * 2 + 0.25 * 2 = 2.5; t = 1: 2 + 0.5 * 3 = 3.5 (terminates);
-  # t = 2: 3.
-  by_hand = {0: 2.5, 1: 3.5, 2: 3.0}
+  assert set(t) == {0, 1, 2} and np.all(np.asarray(mask) == 1)
   np.testing.assert_allclose(np.asarray(targets)[:, 0] * trainer._value_scale,
-                             [by_hand[i] for i in t], rtol=1e-6)
+                             [TWO_STEP[terminate][i] for i in t], rtol=1e-6)
 
 
 def test_double_dqn_targets_through_the_task_use_the_online_argmax():

@@ -188,8 +188,9 @@ class RLTrainer:
     }
     return record
 
-  def run(self, n_epochs, checkpoint_fn=None, checkpoint_every=10, writer=None, log=None):
-    """Runs epochs until `self.epoch == n_epochs`.
+  def run(self, n_epochs, checkpoint_fn=None, checkpoint_every=10, writer=None, log=None,
+          stop_at_return=None):
+    """Runs epochs until `self.epoch == n_epochs` (or the eval return reaches a goal).
 
     Args:
       n_epochs: the total number of epochs (not the number still to run).
@@ -197,7 +198,15 @@ class RLTrainer:
       checkpoint_every: checkpoint every this many epochs, and after the last.
       writer: a MetricsWriter for each epoch's record.
       log: a function taking the console line.
+      stop_at_return: stop (after checkpointing) once the greedy eval return
+        reaches this; a run that already reached it does nothing more.
     """
+    def reached(record):
+      value = record.get('eval_return')
+      return stop_at_return is not None and value is not None and value >= stop_at_return
+
+    if self.history and reached(self.history[-1]):
+      return
     started = time.perf_counter()
     first_epoch = self.epoch
     self._last_epoch = n_epochs
@@ -209,9 +218,15 @@ class RLTrainer:
       if log is not None:
         per_epoch = (time.perf_counter() - started) / (self.epoch - first_epoch)
         log(metrics_lib.console_line(record, n_epochs, per_epoch))
+      done = reached(record)
       if checkpoint_fn is not None and (self.epoch % checkpoint_every == 0
-                                        or self.epoch == n_epochs):
+                                        or self.epoch == n_epochs or done):
         checkpoint_fn()
+      if done:
+        if log is not None:
+          log(f'Stopping: eval return {record["eval_return"]:.1f} reached '
+              f'train_rl.stop_at_return = {stop_at_return}.')
+        break
 
   # -- checkpoints --------------------------------------------------------------------
 
