@@ -89,6 +89,12 @@ class _Distribution:
         args = ", ".join(f"{k}={v!r}" for k, v in self._config())
         return f"{type(self).__name__}({args})"
 
+    def sample(self, dist_inputs, key, temperature=1.0):
+        """Actions at `temperature` (a static Python float); 0 gives the mode."""
+        if _check_temperature(temperature):
+            return self.mode(dist_inputs)
+        return self._sample(dist_inputs, key, float(temperature))
+
 
 class Categorical(_Distribution):
     """Independent categorical components over `n_categories`, logits as inputs."""
@@ -115,11 +121,6 @@ class Categorical(_Distribution):
     @_jit_method
     def mode(self, dist_inputs):
         return jnp.argmax(self._logits(dist_inputs), axis=-1).astype(jnp.int32)
-
-    def sample(self, dist_inputs, key, temperature=1.0):
-        if _check_temperature(temperature):
-            return self.mode(dist_inputs)
-        return self._sample(dist_inputs, key, float(temperature))
 
     @functools.partial(jax.jit, static_argnums=(0, 3))
     def _sample(self, dist_inputs, key, temperature):
@@ -197,11 +198,6 @@ class Gaussian(_Distribution):
     @_jit_method
     def mode(self, dist_inputs):
         return self._split(dist_inputs)[0].astype(jnp.float32)
-
-    def sample(self, dist_inputs, key, temperature=1.0):
-        if _check_temperature(temperature):
-            return self.mode(dist_inputs)
-        return self._sample(dist_inputs, key, float(temperature))
 
     @functools.partial(jax.jit, static_argnums=(0, 3))
     def _sample(self, dist_inputs, key, temperature):

@@ -20,6 +20,8 @@ from rl.errors import ConfigError
 from rl.trainers import losses
 from rl.trainers import q_values as q_values_lib
 from rl.trainers.base import check_divisible
+from rl.trainers.base import check_estimator_margin
+from rl.trainers.base import check_on_policy
 from rl.trainers.policy import PolicyTrainer
 from rl.trainers.policy import build_trainer
 from rl.trainers.policy import example_observation
@@ -79,9 +81,7 @@ class ActorCriticTrainer(PolicyTrainer):
                advantage_normalization=True, advantage_normalization_epsilon=1e-5,
                advantage_normalization_factor=1.0, **kwargs):
     name = type(self).__name__
-    if self.on_policy and n_replay_epochs != 1:
-      raise ConfigError(f'{name} is on-policy: n_replay_epochs must be 1, got '
-                        f'{n_replay_epochs}. Use AWR or SamplingAWR to replay old epochs.')
+    check_on_policy(self, n_replay_epochs, 'AWR or SamplingAWR')
     check_divisible(value_train_steps_per_epoch, value_evals_per_epoch,
                     'value_train_steps_per_epoch', 'value_evals_per_epoch')
     if q_value_aggregate_max is not None:
@@ -94,11 +94,7 @@ class ActorCriticTrainer(PolicyTrainer):
       raise ConfigError(f"{name}.q_value_aggregate must be one of "
                         f"{', '.join(q_values_lib.AGGREGATES)}; got '{q_value_aggregate}'.")
     advantage_estimator = advantage_estimator or advantages_lib.gae
-    if added_policy_slice_length < 1 and advantage_estimator is not advantages_lib.monte_carlo:
-      raise ConfigError(
-          f'{name}: the advantage estimator bootstraps from the values of later steps, '
-          f'so added_policy_slice_length must be >= 1 (got {added_policy_slice_length}); '
-          'set it, or use advantage_estimator = @monte_carlo.')
+    check_estimator_margin(self, advantage_estimator, added_policy_slice_length)
     space = task.action_space
     self._n_actions = int(space.n) if hasattr(space, 'n') else None
     self._sample_all = q_value and (

@@ -15,10 +15,11 @@ import jax.numpy as jnp
 
 from rl import advantages as advantages_lib
 from rl import models
-from rl.errors import ConfigError
 from rl.trainers import losses
 from rl.trainers.base import RLTrainer
 from rl.trainers.base import check_divisible
+from rl.trainers.base import check_estimator_margin
+from rl.trainers.base import check_on_policy
 from rl.trainers.policy import build_trainer
 from rl.trainers.policy import example_observation
 from rl.trainers.policy import policy_distribution
@@ -61,18 +62,11 @@ class ActorCriticJointTrainer(RLTrainer):
                normalize_advantages=True, n_replay_epochs=1, value_loss_coeff=0.1,
                advantage_estimator=None, added_policy_slice_length=0,
                scale_value_targets=False, output_dir=None, **kwargs):
-    name = type(self).__name__
-    if self.on_policy and n_replay_epochs != 1:
-      raise ConfigError(f'{name} is on-policy: n_replay_epochs must be 1, got '
-                        f'{n_replay_epochs}. Use AWRJoint to replay old epochs.')
+    check_on_policy(self, n_replay_epochs, 'AWRJoint')
     check_divisible(train_steps_per_epoch, supervised_evals_per_epoch,
                     'train_steps_per_epoch', 'supervised_evals_per_epoch')
     advantage_estimator = advantage_estimator or advantages_lib.monte_carlo
-    if added_policy_slice_length < 1 and advantage_estimator is not advantages_lib.monte_carlo:
-      raise ConfigError(
-          f'{name}: the advantage estimator bootstraps from the values of later steps, '
-          f'so added_policy_slice_length must be >= 1 (got {added_policy_slice_length}); '
-          'set it, or use advantage_estimator = @monte_carlo.')
+    check_estimator_margin(self, advantage_estimator, added_policy_slice_length)
     super().__init__(task, n_trajectories_per_epoch=n_trajectories_per_epoch,
                      output_dir=output_dir, **kwargs)
     task.set_n_replay_epochs(n_replay_epochs)
@@ -86,7 +80,7 @@ class ActorCriticJointTrainer(RLTrainer):
     self._value_loss_coeff = value_loss_coeff
     self._value_scale = 1.0 / (1.0 - task.gamma) if scale_value_targets else 1.0
     self._estimator = advantage_estimator(gamma=task.gamma, margin=self._margin)
-    self._dist = policy_distribution(task, name)
+    self._dist = policy_distribution(task, type(self).__name__)
     model = (joint_model or models.PolicyAndValue)(policy_distribution=self._dist)
     self._trainer = build_trainer(task, model, optimizer, lr_schedule, self.joint_loss,
                                   self.batches_stream, self.metrics, 'joint_loss',

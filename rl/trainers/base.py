@@ -20,6 +20,23 @@ from rl import metrics as metrics_lib
 from rl.errors import ConfigError
 
 
+def check_on_policy(trainer, n_replay_epochs, alternative):
+  """On-policy trainers learn from the newest epoch only; replay would bias them."""
+  if trainer.on_policy and n_replay_epochs != 1:
+    raise ConfigError(f'{type(trainer).__name__} is on-policy: n_replay_epochs must be 1, '
+                      f'got {n_replay_epochs}. Use {alternative} to replay old epochs.')
+
+
+def check_estimator_margin(trainer, estimator, margin):
+  """Bootstrapping estimators need at least one step after the trained ones."""
+  from rl import advantages  # pylint: disable=import-outside-toplevel
+  if margin < 1 and estimator is not advantages.monte_carlo:
+    raise ConfigError(
+        f'{type(trainer).__name__}: the advantage estimator bootstraps from the values of '
+        f'later steps, so added_policy_slice_length must be >= 1 (got {margin}); set it, '
+        'or use advantage_estimator = @monte_carlo.')
+
+
 def check_divisible(steps, evals, steps_name, evals_name):
   """Decision 17: uneven chunks are rejected up front, not in a later epoch."""
   if evals < 1 or steps % evals:
