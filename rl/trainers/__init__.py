@@ -14,7 +14,10 @@ from rl.trainers.actor_critic_joint import PPOJoint
 from rl.trainers.base import RLTrainer
 from rl.trainers.policy import PolicyTrainer
 from rl.trainers.policy_gradient import PolicyGradientTrainer
+from rl.trainers.value import DQN
+from rl.trainers.value import DoubleDQN
+from rl.trainers.value import ValueAgent
 
 __all__ = ['RLTrainer', 'PolicyTrainer', 'PolicyGradientTrainer', 'ActorCriticTrainer',
            'A2C', 'PPO', 'AWR', 'SamplingAWR', 'ActorCriticJointTrainer', 'PPOJoint',
-           'A2CJoint', 'AWRJoint']
+           'A2CJoint', 'AWRJoint', 'ValueAgent', 'DQN', 'DoubleDQN']
