@@ -46,194 +46,194 @@ import numpy as np
 
 
 def _check_margin(margin, minimum=0):
-    if int(margin) != margin or margin < minimum:
-        raise ValueError(f"margin must be an integer >= {minimum}, got {margin!r}.")
-    return int(margin)
+  if int(margin) != margin or margin < minimum:
+    raise ValueError(f"margin must be an integer >= {minimum}, got {margin!r}.")
+  return int(margin)
 
 
 def _as_arrays(rewards, returns, values, dones, mask):
-    """The inputs as float jnp arrays of one [B, L] shape (checked at trace time).
+  """The inputs as float jnp arrays of one [B, L] shape (checked at trace time).
 
-    Working on jnp values (immutable) is what keeps the estimators pure: the
-    caller's numpy buffers are never written to, unlike the reference's.
-    """
-    arrays = [jnp.asarray(x) for x in (rewards, returns, values, dones, mask)]
-    shape = arrays[0].shape
-    if len(shape) != 2 or any(a.shape != shape for a in arrays):
-        shapes = [a.shape for a in arrays]
-        raise ValueError(
-            "rewards, returns, values, dones and mask must all have the same "
-            f"shape [B, L]; got {shapes}.")
-    dtype = jnp.promote_types(jnp.result_type(arrays[0], arrays[2]), jnp.float32)
-    return [a.astype(dtype) for a in arrays]
+  Working on jnp values (immutable) is what keeps the estimators pure: the
+  caller's numpy buffers are never written to, unlike the reference's.
+  """
+  arrays = [jnp.asarray(x) for x in (rewards, returns, values, dones, mask)]
+  shape = arrays[0].shape
+  if len(shape) != 2 or any(a.shape != shape for a in arrays):
+    shapes = [a.shape for a in arrays]
+    raise ValueError(
+        "rewards, returns, values, dones and mask must all have the same "
+        f"shape [B, L]; got {shapes}.")
+  dtype = jnp.promote_types(jnp.result_type(arrays[0], arrays[2]), jnp.float32)
+  return [a.astype(dtype) for a in arrays]
 
 
 def _trim(x, margin):
-    length = x.shape[1]
-    if margin > length:
-        raise ValueError(f"margin {margin} exceeds the slice length {length}.")
-    return x[:, :length - margin]
+  length = x.shape[1]
+  if margin > length:
+    raise ValueError(f"margin {margin} exceeds the slice length {length}.")
+  return x[:, :length - margin]
 
 
 def _reverse_scan(step, init, xs):
-    """Runs `step` from the last time step back to the first over [B, T] inputs.
+  """Runs `step` from the last time step back to the first over [B, T] inputs.
 
-    Time is moved to the leading axis because lax.scan iterates over axis 0.
-    Returns the per-step outputs as [B, T].
-    """
-    xs_time_major = tuple(x.T for x in xs)
-    _, ys = jax.lax.scan(step, init, xs_time_major, reverse=True)
-    return ys.T
+  Time is moved to the leading axis because lax.scan iterates over axis 0.
+  Returns the per-step outputs as [B, T].
+  """
+  xs_time_major = tuple(x.T for x in xs)
+  _, ys = jax.lax.scan(step, init, xs_time_major, reverse=True)
+  return ys.T
 
 
 def _estimator(core, margin, **params):
-    """Binds an estimator's configuration to its jitted core.
+  """Binds an estimator's configuration to its jitted core.
 
-    The cores are jitted once at module level with only `margin` static, so
-    every (gamma, lambda_) setting shares one compiled program per input shape,
-    and eager callers (e.g. the task on numpy arrays) avoid op-by-op dispatch.
-    Under an outer jax.jit the inner jit is simply inlined.
-    """
+  The cores are jitted once at module level with only `margin` static, so
+  every (gamma, lambda_) setting shares one compiled program per input shape,
+  and eager callers (e.g. the task on numpy arrays) avoid op-by-op dispatch.
+  Under an outer jax.jit the inner jit is simply inlined.
+  """
 
-    def estimator(rewards, returns, values, dones, mask):
-        return core(rewards, returns, values, dones, mask, margin=margin, **params)
+  def estimator(rewards, returns, values, dones, mask):
+    return core(rewards, returns, values, dones, mask, margin=margin, **params)
 
-    return estimator
+  return estimator
 
 
 @functools.partial(jax.jit, static_argnames=("margin",))
 def _monte_carlo_core(rewards, returns, values, dones, mask, margin):
-    _, returns, values, _, mask = _as_arrays(rewards, returns, values, dones, mask)
-    return _trim((returns - values) * mask, margin)
+  _, returns, values, _, mask = _as_arrays(rewards, returns, values, dones, mask)
+  return _trim((returns - values) * mask, margin)
 
 
 @functools.partial(jax.jit, static_argnames=("margin",))
 def _td_k_core(rewards, returns, values, dones, mask, gamma, margin):
-    rewards, _, values, dones, mask = _as_arrays(rewards, returns, values, dones, mask)
-    k = margin
-    n_out = _trim(rewards, k).shape[1]
+  rewards, _, values, dones, mask = _as_arrays(rewards, returns, values, dones, mask)
+  k = margin
+  n_out = _trim(rewards, k).shape[1]
 
-    def rows(x, j):
-        # Row t + j for every output row t.
-        return x[:, j:j + n_out]
+  def rows(x, j):
+    # Row t + j for every output row t.
+    return x[:, j:j + n_out]
 
-    target = jnp.zeros_like(rows(rewards, 0))
-    # Weight of "still inside the window": zero once the episode terminated or
-    # the trajectory's final-observation row was reached.
-    alive = jnp.ones_like(target)
-    for j in range(k):
-        if j > 0:
-            cut = 1.0 - rows(mask, j)
-            # Reached the final observation before k steps: bootstrap from it.
-            target = target + alive * cut * gamma**j * rows(values, j)
-            alive = alive * rows(mask, j)
-        target = target + alive * gamma**j * rows(rewards, j)
-        alive = alive * (1.0 - rows(dones, j))
-    target = target + alive * gamma**k * rows(values, k)
-    return (target - rows(values, 0)) * rows(mask, 0)
+  target = jnp.zeros_like(rows(rewards, 0))
+  # Weight of "still inside the window": zero once the episode terminated or
+  # the trajectory's final-observation row was reached.
+  alive = jnp.ones_like(target)
+  for j in range(k):
+    if j > 0:
+      cut = 1.0 - rows(mask, j)
+      # Reached the final observation before k steps: bootstrap from it.
+      target = target + alive * cut * gamma**j * rows(values, j)
+      alive = alive * rows(mask, j)
+    target = target + alive * gamma**j * rows(rewards, j)
+    alive = alive * (1.0 - rows(dones, j))
+  target = target + alive * gamma**k * rows(values, k)
+  return (target - rows(values, 0)) * rows(mask, 0)
 
 
 @functools.partial(jax.jit, static_argnames=("margin",))
 def _td_lambda_core(rewards, returns, values, dones, mask, gamma, lambda_, margin):
-    rewards, _, values, dones, mask = _as_arrays(rewards, returns, values, dones, mask)
+  rewards, _, values, dones, mask = _as_arrays(rewards, returns, values, dones, mask)
 
-    def step(next_return, x):
-        reward, done, next_value, next_mask = x
-        # Past the final observation (next_mask == 0) there is no G_{t+1} to
-        # blend in, so the target falls back to the plain bootstrap V_{t+1}.
-        mix = lambda_ * next_mask
-        blended = (1.0 - mix) * next_value + mix * next_return
-        g = reward + gamma * (1.0 - done) * blended
-        return g, g
+  def step(next_return, x):
+    reward, done, next_value, next_mask = x
+    # Past the final observation (next_mask == 0) there is no G_{t+1} to
+    # blend in, so the target falls back to the plain bootstrap V_{t+1}.
+    mix = lambda_ * next_mask
+    blended = (1.0 - mix) * next_value + mix * next_return
+    g = reward + gamma * (1.0 - done) * blended
+    return g, g
 
-    xs = (rewards[:, :-1], dones[:, :-1], values[:, 1:], mask[:, 1:])
-    g_head = _reverse_scan(step, values[:, -1], xs)
-    g = jnp.concatenate([g_head, values[:, -1:]], axis=1)
-    return _trim((g - values) * mask, margin)
+  xs = (rewards[:, :-1], dones[:, :-1], values[:, 1:], mask[:, 1:])
+  g_head = _reverse_scan(step, values[:, -1], xs)
+  g = jnp.concatenate([g_head, values[:, -1:]], axis=1)
+  return _trim((g - values) * mask, margin)
 
 
 @functools.partial(jax.jit, static_argnames=("margin",))
 def _gae_core(rewards, returns, values, dones, mask, gamma, lambda_, margin):
-    rewards, _, values, dones, mask = _as_arrays(rewards, returns, values, dones, mask)
+  rewards, _, values, dones, mask = _as_arrays(rewards, returns, values, dones, mask)
 
-    def step(next_advantage, x):
-        delta, done, next_mask = x
-        a = delta + gamma * lambda_ * (1.0 - done) * next_mask * next_advantage
-        return a, a
+  def step(next_advantage, x):
+    delta, done, next_mask = x
+    a = delta + gamma * lambda_ * (1.0 - done) * next_mask * next_advantage
+    return a, a
 
-    not_done = 1.0 - dones[:, :-1]
-    deltas = rewards[:, :-1] + gamma * not_done * values[:, 1:] - values[:, :-1]
-    init = jnp.zeros_like(values[:, -1])
-    a_head = _reverse_scan(step, init, (deltas, dones[:, :-1], mask[:, 1:]))
-    a = jnp.concatenate([a_head, jnp.zeros_like(values[:, -1:])], axis=1)
-    return _trim(a * mask, margin)
+  not_done = 1.0 - dones[:, :-1]
+  deltas = rewards[:, :-1] + gamma * not_done * values[:, 1:] - values[:, :-1]
+  init = jnp.zeros_like(values[:, -1])
+  a_head = _reverse_scan(step, init, (deltas, dones[:, :-1], mask[:, 1:]))
+  a = jnp.concatenate([a_head, jnp.zeros_like(values[:, -1:])], axis=1)
+  return _trim(a * mask, margin)
 
 
 @gin.configurable("monte_carlo")
 def monte_carlo(gamma, margin):
-    """A_t = G_t - V_t with the stored (non-bootstrapped) returns; gamma is unused."""
-    del gamma  # The returns were already discounted when they were stored.
-    return _estimator(_monte_carlo_core, _check_margin(margin))
+  """A_t = G_t - V_t with the stored (non-bootstrapped) returns; gamma is unused."""
+  del gamma  # The returns were already discounted when they were stored.
+  return _estimator(_monte_carlo_core, _check_margin(margin))
 
 
 @gin.configurable("td_k")
 def td_k(gamma, margin):
-    """k-step TD advantage with k = margin (cut short by termination or a mask-0 row)."""
-    return _estimator(_td_k_core, _check_margin(margin, minimum=1), gamma=gamma)
+  """k-step TD advantage with k = margin (cut short by termination or a mask-0 row)."""
+  return _estimator(_td_k_core, _check_margin(margin, minimum=1), gamma=gamma)
 
 
 @gin.configurable("td_lambda")
 def td_lambda(gamma, margin, lambda_=0.95):
-    """TD(lambda) advantage: lambda-returns G_t minus V_t, with G_{L-1} = V_{L-1}."""
-    return _estimator(_td_lambda_core, _check_margin(margin), gamma=gamma, lambda_=lambda_)
+  """TD(lambda) advantage: lambda-returns G_t minus V_t, with G_{L-1} = V_{L-1}."""
+  return _estimator(_td_lambda_core, _check_margin(margin), gamma=gamma, lambda_=lambda_)
 
 
 @gin.configurable("gae")
 def gae(gamma, margin, lambda_=0.95):
-    """Generalised advantage estimation; equals td_lambda with the same lambda_."""
-    return _estimator(_gae_core, _check_margin(margin), gamma=gamma, lambda_=lambda_)
+  """Generalised advantage estimation; equals td_lambda with the same lambda_."""
+  return _estimator(_gae_core, _check_margin(margin), gamma=gamma, lambda_=lambda_)
 
 
 def discounted_returns(rewards, dones, gamma):
-    """Backwards discounted returns of one 1-D trajectory, restarting after dones.
+  """Backwards discounted returns of one 1-D trajectory, restarting after dones.
 
-    G_t = r_t + gamma * (1 - d_t) * G_{t+1}, with nothing after the last step
-    (no bootstrap). Numpy, because the task computes it while storing data.
-    """
-    rewards = np.asarray(rewards)
-    dones = np.asarray(dones)
-    if rewards.ndim != 1 or rewards.shape != dones.shape:
-        raise ValueError(
-            "rewards and dones must be 1-D arrays of equal length; got shapes "
-            f"{rewards.shape} and {dones.shape}.")
-    out_dtype = np.result_type(rewards.dtype, np.float32)
-    # A plain-float loop over Python lists: numpy scalar indexing costs ~8x
-    # more per row, and this runs once per finished episode inside collection.
-    reward_list = rewards.tolist()
-    continue_list = (1.0 - dones.astype(np.float64)).tolist()
-    out = [0.0] * len(reward_list)
-    running = 0.0
-    for t in range(len(reward_list) - 1, -1, -1):
-        running = reward_list[t] + gamma * continue_list[t] * running
-        out[t] = running
-    return np.asarray(out, dtype=out_dtype)
+  G_t = r_t + gamma * (1 - d_t) * G_{t+1}, with nothing after the last step
+  (no bootstrap). Numpy, because the task computes it while storing data.
+  """
+  rewards = np.asarray(rewards)
+  dones = np.asarray(dones)
+  if rewards.ndim != 1 or rewards.shape != dones.shape:
+    raise ValueError(
+        "rewards and dones must be 1-D arrays of equal length; got shapes "
+        f"{rewards.shape} and {dones.shape}.")
+  out_dtype = np.result_type(rewards.dtype, np.float32)
+  # A plain-float loop over Python lists: numpy scalar indexing costs ~8x
+  # more per row, and this runs once per finished episode inside collection.
+  reward_list = rewards.tolist()
+  continue_list = (1.0 - dones.astype(np.float64)).tolist()
+  out = [0.0] * len(reward_list)
+  running = 0.0
+  for t in range(len(reward_list) - 1, -1, -1):
+    running = reward_list[t] + gamma * continue_list[t] * running
+    out[t] = running
+  return np.asarray(out, dtype=out_dtype)
 
 
 @jax.jit
 def normalize(x, mask, epsilon=1e-8):
-    """(x - mean) / (std + epsilon) with statistics over mask == 1 entries only.
+  """(x - mean) / (std + epsilon) with statistics over mask == 1 entries only.
 
-    Padding must not shift the statistics, hence the masked mean and
-    (population) std; the result is zero where mask is zero. With no real
-    entries at all the result is all zeros rather than NaN.
-    """
-    x = jnp.asarray(x)
-    x = x.astype(jnp.promote_types(x.dtype, jnp.float32))
-    mask = jnp.asarray(mask, dtype=x.dtype)
-    # Padding may hold anything (even inf or NaN); `where`, unlike a product
-    # with the mask, keeps it out of the statistics and the result.
-    x = jnp.where(mask > 0, x, 0.0)
-    count = jnp.maximum(jnp.sum(mask), 1.0)
-    mean = jnp.sum(x * mask) / count
-    var = jnp.sum(mask * jnp.square(x - mean)) / count
-    return (x - mean) / (jnp.sqrt(var) + epsilon) * mask
+  Padding must not shift the statistics, hence the masked mean and
+  (population) std; the result is zero where mask is zero. With no real
+  entries at all the result is all zeros rather than NaN.
+  """
+  x = jnp.asarray(x)
+  x = x.astype(jnp.promote_types(x.dtype, jnp.float32))
+  mask = jnp.asarray(mask, dtype=x.dtype)
+  # Padding may hold anything (even inf or NaN); `where`, unlike a product
+  # with the mask, keeps it out of the statistics and the result.
+  x = jnp.where(mask > 0, x, 0.0)
+  count = jnp.maximum(jnp.sum(mask), 1.0)
+  mean = jnp.sum(x * mask) / count
+  var = jnp.sum(mask * jnp.square(x - mean)) / count
+  return (x - mean) / (jnp.sqrt(var) + epsilon) * mask

@@ -28,120 +28,120 @@ _HALF_LOG_2PI_E = 0.5 * math.log(2.0 * math.pi * math.e)
 
 
 def _check_temperature(temperature):
-    """Returns True for greedy (mode) sampling; rejects traced/negative values."""
-    if isinstance(temperature, jax.core.Tracer):
-        # Branching on a traced value would fail deep inside jax with a vague
-        # message; point the caller at the fix instead.
-        raise TypeError(
-            "temperature must be a static Python float (mark it static in jax.jit), "
-            f"got a traced value {temperature!r}.")
-    temperature = float(temperature)
-    if temperature < 0.0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}.")
-    return temperature == 0.0
+  """Returns True for greedy (mode) sampling; rejects traced/negative values."""
+  if isinstance(temperature, jax.core.Tracer):
+    # Branching on a traced value would fail deep inside jax with a vague
+    # message; point the caller at the fix instead.
+    raise TypeError(
+        "temperature must be a static Python float (mark it static in jax.jit), "
+        f"got a traced value {temperature!r}.")
+  temperature = float(temperature)
+  if temperature < 0.0:
+    raise ValueError(f"temperature must be >= 0, got {temperature}.")
+  return temperature == 0.0
 
 
 def _check_n_inputs(dist_inputs, n_inputs, name):
-    if dist_inputs.shape[-1:] != (n_inputs,):
-        raise ValueError(
-            f"{name} expects dist_inputs with trailing dimension {n_inputs}, "
-            f"got shape {dist_inputs.shape}.")
+  if dist_inputs.shape[-1:] != (n_inputs,):
+    raise ValueError(
+        f"{name} expects dist_inputs with trailing dimension {n_inputs}, "
+        f"got shape {dist_inputs.shape}.")
 
 
 def _sum_trailing(x, n_axes):
-    """Sums the last `n_axes` axes (the action dims); a no-op for scalar actions."""
-    if n_axes == 0:
-        return x
-    return jnp.sum(x, axis=tuple(range(-n_axes, 0)))
+  """Sums the last `n_axes` axes (the action dims); a no-op for scalar actions."""
+  if n_axes == 0:
+    return x
+  return jnp.sum(x, axis=tuple(range(-n_axes, 0)))
 
 
 def inverse_softplus(y):
-    """x such that softplus(x) == y, for y > 0 (numerically stable for large y)."""
-    y = float(y)
-    if y <= 0.0:
-        raise ValueError(f"inverse_softplus needs y > 0, got {y}.")
-    # log(expm1(y)) overflows for large y; y + log(1 - exp(-y)) is the same value.
-    return y + math.log(-math.expm1(-y))
+  """x such that softplus(x) == y, for y > 0 (numerically stable for large y)."""
+  y = float(y)
+  if y <= 0.0:
+    raise ValueError(f"inverse_softplus needs y > 0, got {y}.")
+  # log(expm1(y)) overflows for large y; y + log(1 - exp(-y)) is the same value.
+  return y + math.log(-math.expm1(-y))
 
 
 def _jit_method(method):
-    """Jits a method with `self` static (distributions hash by configuration).
+  """Jits a method with `self` static (distributions hash by configuration).
 
-    Eager callers then pay one compilation per input shape instead of
-    op-by-op dispatch; inside an outer jax.jit the inner jit is just inlined.
-    """
-    return jax.jit(method, static_argnums=0)
+  Eager callers then pay one compilation per input shape instead of
+  op-by-op dispatch; inside an outer jax.jit the inner jit is just inlined.
+  """
+  return jax.jit(method, static_argnums=0)
 
 
 class _Distribution:
-    """Shared equality/hash so distributions can be jit static args or dict keys."""
+  """Shared equality/hash so distributions can be jit static args or dict keys."""
 
-    def _config(self):
-        raise NotImplementedError
+  def _config(self):
+    raise NotImplementedError
 
-    def __eq__(self, other):
-        return type(self) is type(other) and self._config() == other._config()
+  def __eq__(self, other):
+    return type(self) is type(other) and self._config() == other._config()
 
-    def __hash__(self):
-        return hash((type(self).__name__, self._config()))
+  def __hash__(self):
+    return hash((type(self).__name__, self._config()))
 
-    def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self._config())
-        return f"{type(self).__name__}({args})"
+  def __repr__(self):
+    args = ", ".join(f"{k}={v!r}" for k, v in self._config())
+    return f"{type(self).__name__}({args})"
 
-    def sample(self, dist_inputs, key, temperature=1.0):
-        """Actions at `temperature` (a static Python float); 0 gives the mode."""
-        if _check_temperature(temperature):
-            return self.mode(dist_inputs)
-        return self._sample(dist_inputs, key, float(temperature))
+  def sample(self, dist_inputs, key, temperature=1.0):
+    """Actions at `temperature` (a static Python float); 0 gives the mode."""
+    if _check_temperature(temperature):
+      return self.mode(dist_inputs)
+    return self._sample(dist_inputs, key, float(temperature))
 
 
 class Categorical(_Distribution):
-    """Independent categorical components over `n_categories`, logits as inputs."""
+  """Independent categorical components over `n_categories`, logits as inputs."""
 
-    action_dtype = np.dtype(np.int32)
+  action_dtype = np.dtype(np.int32)
 
-    def __init__(self, n_categories, shape=()):
-        n_categories = int(n_categories)
-        if n_categories < 1:
-            raise ValueError(f"n_categories must be >= 1, got {n_categories}.")
-        self.n_categories = n_categories
-        self.shape = tuple(int(s) for s in shape)
-        self.action_shape = self.shape
-        self.n_inputs = math.prod(self.shape) * n_categories
+  def __init__(self, n_categories, shape=()):
+    n_categories = int(n_categories)
+    if n_categories < 1:
+      raise ValueError(f"n_categories must be >= 1, got {n_categories}.")
+    self.n_categories = n_categories
+    self.shape = tuple(int(s) for s in shape)
+    self.action_shape = self.shape
+    self.n_inputs = math.prod(self.shape) * n_categories
 
-    def _config(self):
-        return (("n_categories", self.n_categories), ("shape", self.shape))
+  def _config(self):
+    return (("n_categories", self.n_categories), ("shape", self.shape))
 
-    def _logits(self, dist_inputs):
-        dist_inputs = jnp.asarray(dist_inputs)
-        _check_n_inputs(dist_inputs, self.n_inputs, "Categorical")
-        return dist_inputs.reshape(dist_inputs.shape[:-1] + self.shape + (self.n_categories,))
+  def _logits(self, dist_inputs):
+    dist_inputs = jnp.asarray(dist_inputs)
+    _check_n_inputs(dist_inputs, self.n_inputs, "Categorical")
+    return dist_inputs.reshape(dist_inputs.shape[:-1] + self.shape + (self.n_categories,))
 
-    @_jit_method
-    def mode(self, dist_inputs):
-        return jnp.argmax(self._logits(dist_inputs), axis=-1).astype(jnp.int32)
+  @_jit_method
+  def mode(self, dist_inputs):
+    return jnp.argmax(self._logits(dist_inputs), axis=-1).astype(jnp.int32)
 
-    @functools.partial(jax.jit, static_argnums=(0, 3))
-    def _sample(self, dist_inputs, key, temperature):
-        logits = self._logits(dist_inputs)
-        return jax.random.categorical(key, logits / temperature, axis=-1).astype(jnp.int32)
+  @functools.partial(jax.jit, static_argnums=(0, 3))
+  def _sample(self, dist_inputs, key, temperature):
+    logits = self._logits(dist_inputs)
+    return jax.random.categorical(key, logits / temperature, axis=-1).astype(jnp.int32)
 
-    @_jit_method
-    def log_prob(self, dist_inputs, actions):
-        log_p = jax.nn.log_softmax(self._logits(dist_inputs), axis=-1)
-        # Buffers may hand actions back as floats; indices must be integers.
-        index = jnp.asarray(actions).astype(jnp.int32)[..., None]
-        picked = jnp.take_along_axis(log_p, index, axis=-1)[..., 0]
-        return _sum_trailing(picked, len(self.shape))
+  @_jit_method
+  def log_prob(self, dist_inputs, actions):
+    log_p = jax.nn.log_softmax(self._logits(dist_inputs), axis=-1)
+    # Buffers may hand actions back as floats; indices must be integers.
+    index = jnp.asarray(actions).astype(jnp.int32)[..., None]
+    picked = jnp.take_along_axis(log_p, index, axis=-1)[..., 0]
+    return _sum_trailing(picked, len(self.shape))
 
-    @_jit_method
-    def entropy(self, dist_inputs):
-        logits = self._logits(dist_inputs)
-        # Normalised log-probabilities: raw logits are only defined up to a constant.
-        log_p = jax.nn.log_softmax(logits, axis=-1)
-        per_component = -jnp.sum(jnp.exp(log_p) * log_p, axis=-1)
-        return _sum_trailing(per_component, len(self.shape))
+  @_jit_method
+  def entropy(self, dist_inputs):
+    logits = self._logits(dist_inputs)
+    # Normalised log-probabilities: raw logits are only defined up to a constant.
+    log_p = jax.nn.log_softmax(logits, axis=-1)
+    per_component = -jnp.sum(jnp.exp(log_p) * log_p, axis=-1)
+    return _sum_trailing(per_component, len(self.shape))
 
 
 _LEARN_STD_MODES = (None, "shared", "separate")
@@ -149,98 +149,98 @@ _LEARN_STD_MODES = (None, "shared", "separate")
 
 @gin.configurable("Gaussian", allowlist=["std", "learn_std"])
 class Gaussian(_Distribution):
-    """Diagonal Gaussian with the means as the first d inputs (d = prod(shape)).
+  """Diagonal Gaussian with the means as the first d inputs (d = prod(shape)).
 
-    learn_std: None keeps `std` fixed; 'shared' reads one extra raw input that
-    sets a single std for all dims; 'separate' reads d extra raw inputs.
-    """
+  learn_std: None keeps `std` fixed; 'shared' reads one extra raw input that
+  sets a single std for all dims; 'separate' reads d extra raw inputs.
+  """
 
-    action_dtype = np.dtype(np.float32)
+  action_dtype = np.dtype(np.float32)
 
-    def __init__(self, shape=(), std=1.0, learn_std=None):
-        if learn_std not in _LEARN_STD_MODES:
-            raise ValueError(
-                f"learn_std must be one of {_LEARN_STD_MODES}, got {learn_std!r}.")
-        std = float(std)
-        if std <= 0.0:
-            raise ValueError(f"std must be > 0, got {std}.")
-        self.shape = tuple(int(s) for s in shape)
-        self.action_shape = self.shape
-        self.std = std
-        self.learn_std = learn_std
-        self.d = math.prod(self.shape)
-        extra = {None: 0, "shared": 1, "separate": self.d}[learn_std]
-        self.n_inputs = self.d + extra
-        # The offset makes a zero raw output give exactly `std`, so a freshly
-        # initialised head (outputs near 0) starts at the configured std.
-        self._raw_std_offset = inverse_softplus(std) if learn_std else 0.0
+  def __init__(self, shape=(), std=1.0, learn_std=None):
+    if learn_std not in _LEARN_STD_MODES:
+      raise ValueError(
+          f"learn_std must be one of {_LEARN_STD_MODES}, got {learn_std!r}.")
+    std = float(std)
+    if std <= 0.0:
+      raise ValueError(f"std must be > 0, got {std}.")
+    self.shape = tuple(int(s) for s in shape)
+    self.action_shape = self.shape
+    self.std = std
+    self.learn_std = learn_std
+    self.d = math.prod(self.shape)
+    extra = {None: 0, "shared": 1, "separate": self.d}[learn_std]
+    self.n_inputs = self.d + extra
+    # The offset makes a zero raw output give exactly `std`, so a freshly
+    # initialised head (outputs near 0) starts at the configured std.
+    self._raw_std_offset = inverse_softplus(std) if learn_std else 0.0
 
-    def _config(self):
-        return (("shape", self.shape), ("std", self.std), ("learn_std", self.learn_std))
+  def _config(self):
+    return (("shape", self.shape), ("std", self.std), ("learn_std", self.learn_std))
 
-    def _split(self, dist_inputs):
-        """(means, stds), both of shape batch_shape + shape."""
-        dist_inputs = jnp.asarray(dist_inputs)
-        # Integer inputs (e.g. a test's np.zeros(..., int)) would break the noise draw.
-        dist_inputs = dist_inputs.astype(jnp.promote_types(dist_inputs.dtype, jnp.float32))
-        _check_n_inputs(dist_inputs, self.n_inputs, "Gaussian")
-        batch_shape = dist_inputs.shape[:-1]
-        means = dist_inputs[..., :self.d].reshape(batch_shape + self.shape)
-        if self.learn_std is None:
-            stds = jnp.full_like(means, self.std)
-        else:
-            raw = dist_inputs[..., self.d:]
-            stds = jax.nn.softplus(raw + self._raw_std_offset)
-            # 'shared' has a single raw column, broadcast over all d dims.
-            stds = jnp.broadcast_to(stds, batch_shape + (self.d,)).reshape(batch_shape + self.shape)
-        return means, stds
+  def _split(self, dist_inputs):
+    """(means, stds), both of shape batch_shape + shape."""
+    dist_inputs = jnp.asarray(dist_inputs)
+    # Integer inputs (e.g. a test's np.zeros(..., int)) would break the noise draw.
+    dist_inputs = dist_inputs.astype(jnp.promote_types(dist_inputs.dtype, jnp.float32))
+    _check_n_inputs(dist_inputs, self.n_inputs, "Gaussian")
+    batch_shape = dist_inputs.shape[:-1]
+    means = dist_inputs[..., :self.d].reshape(batch_shape + self.shape)
+    if self.learn_std is None:
+      stds = jnp.full_like(means, self.std)
+    else:
+      raw = dist_inputs[..., self.d:]
+      stds = jax.nn.softplus(raw + self._raw_std_offset)
+      # 'shared' has a single raw column, broadcast over all d dims.
+      stds = jnp.broadcast_to(stds, batch_shape + (self.d,)).reshape(batch_shape + self.shape)
+    return means, stds
 
-    @_jit_method
-    def mode(self, dist_inputs):
-        return self._split(dist_inputs)[0].astype(jnp.float32)
+  @_jit_method
+  def mode(self, dist_inputs):
+    return self._split(dist_inputs)[0].astype(jnp.float32)
 
-    @functools.partial(jax.jit, static_argnums=(0, 3))
-    def _sample(self, dist_inputs, key, temperature):
-        means, stds = self._split(dist_inputs)
-        noise = jax.random.normal(key, means.shape, dtype=means.dtype)
-        return (means + temperature * stds * noise).astype(jnp.float32)
+  @functools.partial(jax.jit, static_argnums=(0, 3))
+  def _sample(self, dist_inputs, key, temperature):
+    means, stds = self._split(dist_inputs)
+    noise = jax.random.normal(key, means.shape, dtype=means.dtype)
+    return (means + temperature * stds * noise).astype(jnp.float32)
 
-    @_jit_method
-    def log_prob(self, dist_inputs, actions):
-        means, stds = self._split(dist_inputs)
-        z = (jnp.asarray(actions) - means) / stds
-        per_dim = -0.5 * jnp.square(z) - jnp.log(stds) - _HALF_LOG_2PI
-        return _sum_trailing(per_dim, len(self.shape))
+  @_jit_method
+  def log_prob(self, dist_inputs, actions):
+    means, stds = self._split(dist_inputs)
+    z = (jnp.asarray(actions) - means) / stds
+    per_dim = -0.5 * jnp.square(z) - jnp.log(stds) - _HALF_LOG_2PI
+    return _sum_trailing(per_dim, len(self.shape))
 
-    @_jit_method
-    def entropy(self, dist_inputs):
-        _, stds = self._split(dist_inputs)
-        return _sum_trailing(jnp.log(stds) + _HALF_LOG_2PI_E, len(self.shape))
+  @_jit_method
+  def entropy(self, dist_inputs):
+    _, stds = self._split(dist_inputs)
+    return _sum_trailing(jnp.log(stds) + _HALF_LOG_2PI_E, len(self.shape))
 
 
 _SUPPORTED_SPACES = "Discrete, MultiDiscrete (with equal nvec) and Box"
 
 
 def _reject(space, why):
-    return TypeError(
-        f"Cannot create an action distribution for {space!r}: {why}. "
-        f"Supported action spaces: {_SUPPORTED_SPACES}.")
+  return TypeError(
+      f"Cannot create an action distribution for {space!r}: {why}. "
+      f"Supported action spaces: {_SUPPORTED_SPACES}.")
 
 
 def create_distribution(space):
-    """The action distribution matching a gymnasium action space."""
-    if isinstance(space, gym.spaces.Discrete):
-        if int(space.start) != 0:
-            # Sampled actions are 0..n-1; silently shifting them would hide bugs.
-            raise _reject(space, "only start=0 is supported")
-        return Categorical(int(space.n))
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        nvec = np.asarray(space.nvec)
-        if nvec.size == 0 or np.any(nvec != nvec.flat[0]):
-            raise _reject(space, "all entries of nvec must be equal")
-        if np.any(np.asarray(space.start) != 0):
-            raise _reject(space, "only start=0 is supported")
-        return Categorical(int(nvec.flat[0]), shape=nvec.shape)
-    if isinstance(space, gym.spaces.Box):
-        return Gaussian(shape=space.shape)
-    raise _reject(space, f"{type(space).__name__} spaces are not supported")
+  """The action distribution matching a gymnasium action space."""
+  if isinstance(space, gym.spaces.Discrete):
+    if int(space.start) != 0:
+      # Sampled actions are 0..n-1; silently shifting them would hide bugs.
+      raise _reject(space, "only start=0 is supported")
+    return Categorical(int(space.n))
+  if isinstance(space, gym.spaces.MultiDiscrete):
+    nvec = np.asarray(space.nvec)
+    if nvec.size == 0 or np.any(nvec != nvec.flat[0]):
+      raise _reject(space, "all entries of nvec must be equal")
+    if np.any(np.asarray(space.start) != 0):
+      raise _reject(space, "only start=0 is supported")
+    return Categorical(int(nvec.flat[0]), shape=nvec.shape)
+  if isinstance(space, gym.spaces.Box):
+    return Gaussian(shape=space.shape)
+  raise _reject(space, f"{type(space).__name__} spaces are not supported")

@@ -24,55 +24,55 @@ LAMBDA = 0.5
 
 
 def example():
-    rewards = np.array([[1, 2, 3, 0, 0, 0], [1, 2, 3, 0, 0, 0]], dtype=np.float32)
-    returns = np.array([[2.75, 3.5, 3, 0, 0, 0], [2.75, 3.5, 3, 0, 0, 0]], dtype=np.float32)
-    values = np.array([[4, 2, 6, 8, 0, 0], [4, 2, 6, 10, 0, 0]], dtype=np.float32)
-    dones = np.array([[0, 0, 1, 0, 0, 0], [0, 0, 0, 0, 0, 0]], dtype=np.float32)
-    mask = np.array([[1, 1, 1, 0, 0, 0], [1, 1, 1, 0, 0, 0]], dtype=np.float32)
-    return rewards, returns, values, dones, mask
+  rewards = np.array([[1, 2, 3, 0, 0, 0], [1, 2, 3, 0, 0, 0]], dtype=np.float32)
+  returns = np.array([[2.75, 3.5, 3, 0, 0, 0], [2.75, 3.5, 3, 0, 0, 0]], dtype=np.float32)
+  values = np.array([[4, 2, 6, 8, 0, 0], [4, 2, 6, 10, 0, 0]], dtype=np.float32)
+  dones = np.array([[0, 0, 1, 0, 0, 0], [0, 0, 0, 0, 0, 0]], dtype=np.float32)
+  mask = np.array([[1, 1, 1, 0, 0, 0], [1, 1, 1, 0, 0, 0]], dtype=np.float32)
+  return rewards, returns, values, dones, mask
 
 
 def all_estimators(margin):
-    estimators = [monte_carlo(GAMMA, margin), td_lambda(GAMMA, margin, LAMBDA),
-                  gae(GAMMA, margin, LAMBDA)]
-    if margin >= 1:
-        estimators.append(td_k(GAMMA, margin))
-    return estimators
+  estimators = [monte_carlo(GAMMA, margin), td_lambda(GAMMA, margin, LAMBDA),
+                gae(GAMMA, margin, LAMBDA)]
+  if margin >= 1:
+    estimators.append(td_k(GAMMA, margin))
+  return estimators
 
 
 @pytest.mark.parametrize("margin, shape", [(1, (1, 2)), (2, (1, 1))])
 def test_shapes(margin, shape):
-    inputs = [np.ones((1, 3), np.float32)] * 4 + [np.array([[1, 1, 0]], np.float32)]
-    for estimator in all_estimators(margin):
-        assert estimator(*inputs).shape == shape
+  inputs = [np.ones((1, 3), np.float32)] * 4 + [np.array([[1, 1, 0]], np.float32)]
+  for estimator in all_estimators(margin):
+    assert estimator(*inputs).shape == shape
 
 
 def test_monte_carlo_by_hand():
-    # A = (G - V) * mask:
-    #   [2.75 - 4, 3.5 - 2, 3 - 6, (0 - 8) * 0] = [-1.25, 1.5, -3, 0] (both rows: no bootstrap)
-    a = monte_carlo(GAMMA, 2)(*example())
-    np.testing.assert_allclose(a, [[-1.25, 1.5, -3, 0], [-1.25, 1.5, -3, 0]], atol=1e-6)
+  # A = (G - V) * mask:
+  #   [2.75 - 4, 3.5 - 2, 3 - 6, (0 - 8) * 0] = [-1.25, 1.5, -3, 0] (both rows: no bootstrap)
+  a = monte_carlo(GAMMA, 2)(*example())
+  np.testing.assert_allclose(a, [[-1.25, 1.5, -3, 0], [-1.25, 1.5, -3, 0]], atol=1e-6)
 
 
 def test_td_k_by_hand():
-    # k = 2.
-    # TERMINATED: t0: 1 + 0.5*2 + 0.25*V2(6) = 3.5         -> 3.5 - 4 = -0.5
-    #             t1: 2 + 0.5*3, done at row 2: no bootstrap = 3.5 -> 3.5 - 2 = 1.5
-    #             t2: 3, done                           -> 3 - 6 = -3
-    # TRUNCATED:  t0: same as above                     -> -0.5
-    #             t1: 2 + 0.5*3 + 0.25*V3(10) = 6       -> 6 - 2 = 4
-    #             t2: row 3 has mask 0, so J = 1: 3 + 0.5*10 = 8 -> 8 - 6 = 2
-    # Row 3 is masked in both.
-    a = td_k(GAMMA, 2)(*example())
-    np.testing.assert_allclose(a, [[-0.5, 1.5, -3, 0], [-0.5, 4, 2, 0]], atol=1e-6)
+  # k = 2.
+  # TERMINATED: t0: 1 + 0.5*2 + 0.25*V2(6) = 3.5         -> 3.5 - 4 = -0.5
+  #             t1: 2 + 0.5*3, done at row 2: no bootstrap = 3.5 -> 3.5 - 2 = 1.5
+  #             t2: 3, done                           -> 3 - 6 = -3
+  # TRUNCATED:  t0: same as above                     -> -0.5
+  #             t1: 2 + 0.5*3 + 0.25*V3(10) = 6       -> 6 - 2 = 4
+  #             t2: row 3 has mask 0, so J = 1: 3 + 0.5*10 = 8 -> 8 - 6 = 2
+  # Row 3 is masked in both.
+  a = td_k(GAMMA, 2)(*example())
+  np.testing.assert_allclose(a, [[-0.5, 1.5, -3, 0], [-0.5, 4, 2, 0]], atol=1e-6)
 
 
 def test_td_k_one_step_by_hand():
-    # k = 1: A = r + 0.5 (1 - d) V_next - V.
-    # TERMINATED: [1 + 1 - 4, 2 + 3 - 2, 3 + 0 - 6, 0, 0] = [-2, 3, -3, 0, 0]
-    # TRUNCATED:  [-2, 3, 3 + 5 - 6, 0, 0]               = [-2, 3,  2, 0, 0]
-    a = td_k(GAMMA, 1)(*example())
-    np.testing.assert_allclose(a, [[-2, 3, -3, 0, 0], [-2, 3, 2, 0, 0]], atol=1e-6)
+  # k = 1: A = r + 0.5 (1 - d) V_next - V.
+  # TERMINATED: [1 + 1 - 4, 2 + 3 - 2, 3 + 0 - 6, 0, 0] = [-2, 3, -3, 0, 0]
+  # TRUNCATED:  [-2, 3, 3 + 5 - 6, 0, 0]               = [-2, 3,  2, 0, 0]
+  a = td_k(GAMMA, 1)(*example())
+  np.testing.assert_allclose(a, [[-2, 3, -3, 0, 0], [-2, 3, 2, 0, 0]], atol=1e-6)
 
 
 # G_t = r_t + 0.5 (1 - d_t) [(1 - 0.5 m_{t+1}) V_{t+1} + 0.5 m_{t+1} G_{t+1}]
@@ -91,129 +91,129 @@ LAMBDA_EXPECTED = [[-1.4375, 2.25, -3, 0], [-1.125, 3.5, 2, 0]]
 
 
 def test_td_lambda_by_hand():
-    np.testing.assert_allclose(td_lambda(GAMMA, 2, LAMBDA)(*example()), LAMBDA_EXPECTED, atol=1e-6)
+  np.testing.assert_allclose(td_lambda(GAMMA, 2, LAMBDA)(*example()), LAMBDA_EXPECTED, atol=1e-6)
 
 
 def test_gae_by_hand():
-    np.testing.assert_allclose(gae(GAMMA, 2, LAMBDA)(*example()), LAMBDA_EXPECTED, atol=1e-6)
+  np.testing.assert_allclose(gae(GAMMA, 2, LAMBDA)(*example()), LAMBDA_EXPECTED, atol=1e-6)
 
 
 def random_slices(seed, batch=8, length=12):
-    """Random slices whose episodes end (terminated or cut) at a random row."""
-    rng = np.random.default_rng(seed)
-    rewards = rng.normal(size=(batch, length)).astype(np.float32)
-    values = rng.normal(size=(batch, length)).astype(np.float32)
-    dones = (rng.random((batch, length)) < 0.15).astype(np.float32)
-    ends = rng.integers(1, length, size=batch)
-    mask = (np.arange(length)[None, :] < ends[:, None]).astype(np.float32)
-    returns = rng.normal(size=(batch, length)).astype(np.float32)
-    return rewards, returns, values, dones, mask
+  """Random slices whose episodes end (terminated or cut) at a random row."""
+  rng = np.random.default_rng(seed)
+  rewards = rng.normal(size=(batch, length)).astype(np.float32)
+  values = rng.normal(size=(batch, length)).astype(np.float32)
+  dones = (rng.random((batch, length)) < 0.15).astype(np.float32)
+  ends = rng.integers(1, length, size=batch)
+  mask = (np.arange(length)[None, :] < ends[:, None]).astype(np.float32)
+  returns = rng.normal(size=(batch, length)).astype(np.float32)
+  return rewards, returns, values, dones, mask
 
 
 @pytest.mark.parametrize("lambda_", [0.0, 0.5, 0.95, 1.0])
 def test_gae_equals_td_lambda(lambda_):
-    inputs = random_slices(0)
-    np.testing.assert_allclose(gae(0.9, 1, lambda_)(*inputs), td_lambda(0.9, 1, lambda_)(*inputs),
-                               atol=1e-5)
+  inputs = random_slices(0)
+  np.testing.assert_allclose(gae(0.9, 1, lambda_)(*inputs), td_lambda(0.9, 1, lambda_)(*inputs),
+                             atol=1e-5)
 
 
 def test_td_lambda_zero_is_one_step_td():
-    inputs = random_slices(1)
-    np.testing.assert_allclose(td_lambda(0.9, 1, 0.0)(*inputs), td_k(0.9, 1)(*inputs), atol=1e-5)
+  inputs = random_slices(1)
+  np.testing.assert_allclose(td_lambda(0.9, 1, 0.0)(*inputs), td_k(0.9, 1)(*inputs), atol=1e-5)
 
 
 def test_td_lambda_one_on_terminated_episode_is_monte_carlo():
-    # With lambda = 1 and a terminated episode nothing is bootstrapped, so the
-    # lambda-return is the stored Monte-Carlo return.
-    rewards, returns, values, dones, mask = example()
-    terminated = [x[:1] for x in (rewards, returns, values, dones, mask)]
-    np.testing.assert_allclose(td_lambda(GAMMA, 2, 1.0)(*terminated),
-                               monte_carlo(GAMMA, 2)(*terminated), atol=1e-6)
+  # With lambda = 1 and a terminated episode nothing is bootstrapped, so the
+  # lambda-return is the stored Monte-Carlo return.
+  rewards, returns, values, dones, mask = example()
+  terminated = [x[:1] for x in (rewards, returns, values, dones, mask)]
+  np.testing.assert_allclose(td_lambda(GAMMA, 2, 1.0)(*terminated),
+                             monte_carlo(GAMMA, 2)(*terminated), atol=1e-6)
 
 
 def test_gamma_zero_gives_reward_minus_value():
-    rewards, _, values, dones, mask = random_slices(2)
-    returns = np.stack([discounted_returns(r, d, 0.0) for r, d in zip(rewards, dones)])
-    expected = ((rewards - values) * mask)[:, :-1]
-    estimators = [monte_carlo(0.0, 1), td_k(0.0, 1), td_lambda(0.0, 1), gae(0.0, 1)]
-    for estimator in estimators:
-        np.testing.assert_allclose(estimator(rewards, returns, values, dones, mask), expected,
-                                   atol=1e-6)
+  rewards, _, values, dones, mask = random_slices(2)
+  returns = np.stack([discounted_returns(r, d, 0.0) for r, d in zip(rewards, dones)])
+  expected = ((rewards - values) * mask)[:, :-1]
+  estimators = [monte_carlo(0.0, 1), td_k(0.0, 1), td_lambda(0.0, 1), gae(0.0, 1)]
+  for estimator in estimators:
+    np.testing.assert_allclose(estimator(rewards, returns, values, dones, mask), expected,
+                               atol=1e-6)
 
 
 def test_padding_contents_do_not_matter():
-    # Rows after the final-observation row are padding, and the final
-    # observation row's own reward/done never matter either.
-    clean = example()
-    rewards, returns, values, dones, mask = [x.copy() for x in clean]
-    rewards[:, 3:] = 99.0
-    dones[:, 3:] = 1.0
-    values[:, 4:] = -50.0
-    returns[:, 3:] = 7.0
-    noisy = (rewards, returns, values, dones, mask)
-    for estimator in all_estimators(2):
-        np.testing.assert_allclose(estimator(*noisy), estimator(*clean), atol=1e-6)
+  # Rows after the final-observation row are padding, and the final
+  # observation row's own reward/done never matter either.
+  clean = example()
+  rewards, returns, values, dones, mask = [x.copy() for x in clean]
+  rewards[:, 3:] = 99.0
+  dones[:, 3:] = 1.0
+  values[:, 4:] = -50.0
+  returns[:, 3:] = 7.0
+  noisy = (rewards, returns, values, dones, mask)
+  for estimator in all_estimators(2):
+    np.testing.assert_allclose(estimator(*noisy), estimator(*clean), atol=1e-6)
 
 
 def test_estimators_do_not_mutate_inputs():
-    inputs = example()
-    copies = [x.copy() for x in inputs]
-    for estimator in all_estimators(2):
-        estimator(*inputs)
-    for original, copy in zip(inputs, copies):
-        np.testing.assert_array_equal(original, copy)
+  inputs = example()
+  copies = [x.copy() for x in inputs]
+  for estimator in all_estimators(2):
+    estimator(*inputs)
+  for original, copy in zip(inputs, copies):
+    np.testing.assert_array_equal(original, copy)
 
 
 def test_td_k_rejects_margin_zero():
-    with pytest.raises(ValueError, match="margin"):
-        td_k(GAMMA, 0)
+  with pytest.raises(ValueError, match="margin"):
+    td_k(GAMMA, 0)
 
 
 def test_margin_longer_than_slice_is_rejected():
-    with pytest.raises(ValueError, match="exceeds"):
-        monte_carlo(GAMMA, 4)(*[np.ones((1, 3))] * 5)
+  with pytest.raises(ValueError, match="exceeds"):
+    monte_carlo(GAMMA, 4)(*[np.ones((1, 3))] * 5)
 
 
 def test_mismatched_shapes_are_rejected():
-    inputs = list(example())
-    inputs[2] = inputs[2][:, :-1]
-    with pytest.raises(ValueError, match="same shape"):
-        gae(GAMMA, 1)(*inputs)
+  inputs = list(example())
+  inputs[2] = inputs[2][:, :-1]
+  with pytest.raises(ValueError, match="same shape"):
+    gae(GAMMA, 1)(*inputs)
 
 
 def test_estimators_under_jit():
-    inputs = [jnp.asarray(x) for x in example()]
-    for estimator in all_estimators(2):
-        np.testing.assert_allclose(jax.jit(estimator)(*inputs), estimator(*inputs), atol=1e-6)
+  inputs = [jnp.asarray(x) for x in example()]
+  for estimator in all_estimators(2):
+    np.testing.assert_allclose(jax.jit(estimator)(*inputs), estimator(*inputs), atol=1e-6)
 
 
 def test_gin_configurable_lambda():
-    try:
-        gin.parse_config("td_lambda.lambda_ = 0.0")
-        configured = td_lambda(GAMMA, 2)
-    finally:
-        gin.clear_config()
-    inputs = example()
-    np.testing.assert_allclose(configured(*inputs), td_k(GAMMA, 1)(*inputs)[:, :-1], atol=1e-6)
+  try:
+    gin.parse_config("td_lambda.lambda_ = 0.0")
+    configured = td_lambda(GAMMA, 2)
+  finally:
+    gin.clear_config()
+  inputs = example()
+  np.testing.assert_allclose(configured(*inputs), td_k(GAMMA, 1)(*inputs)[:, :-1], atol=1e-6)
 
 
 def test_discounted_returns_by_hand():
-    # gamma = 0.5, done at index 1 restarts the sum:
-    #   G2 = 3, G1 = 2 (done), G0 = 1 + 0.5*2 = 2
-    np.testing.assert_allclose(discounted_returns([1.0, 2.0, 3.0], [0, 1, 0], 0.5), [2, 2, 3])
-    # No dones: G = [1 + 0.5*3.5, 2 + 0.5*3, 3] = [2.75, 3.5, 3]
-    np.testing.assert_allclose(
-        discounted_returns(np.array([1, 2, 3], np.float32), np.zeros(3, bool), 0.5),
-        [2.75, 3.5, 3])
+  # gamma = 0.5, done at index 1 restarts the sum:
+  #   G2 = 3, G1 = 2 (done), G0 = 1 + 0.5*2 = 2
+  np.testing.assert_allclose(discounted_returns([1.0, 2.0, 3.0], [0, 1, 0], 0.5), [2, 2, 3])
+  # No dones: G = [1 + 0.5*3.5, 2 + 0.5*3, 3] = [2.75, 3.5, 3]
+  np.testing.assert_allclose(
+      discounted_returns(np.array([1, 2, 3], np.float32), np.zeros(3, bool), 0.5),
+      [2.75, 3.5, 3])
 
 
 def test_normalize_ignores_masked_entries():
-    # Real entries [1, 3]: mean 2, std 1 -> [-1, 1]; the padded 100 is ignored and zeroed.
-    out = normalize(np.array([[1.0, 3.0, 100.0]]), np.array([[1, 1, 0]]))
-    np.testing.assert_allclose(out, [[-1.0, 1.0, 0.0]], atol=1e-6)
-    np.testing.assert_allclose(jax.jit(normalize)(jnp.ones(3), jnp.zeros(3)), np.zeros(3))
+  # Real entries [1, 3]: mean 2, std 1 -> [-1, 1]; the padded 100 is ignored and zeroed.
+  out = normalize(np.array([[1.0, 3.0, 100.0]]), np.array([[1, 1, 0]]))
+  np.testing.assert_allclose(out, [[-1.0, 1.0, 0.0]], atol=1e-6)
+  np.testing.assert_allclose(jax.jit(normalize)(jnp.ones(3), jnp.zeros(3)), np.zeros(3))
 
 
 def test_module_exports():
-    for name in ("monte_carlo", "td_k", "td_lambda", "gae", "discounted_returns", "normalize"):
-        assert callable(getattr(advantages, name))
+  for name in ("monte_carlo", "td_k", "td_lambda", "gae", "discounted_returns", "normalize"):
+    assert callable(getattr(advantages, name))
