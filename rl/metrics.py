@@ -42,7 +42,11 @@ class MetricsWriter:
   after the last checkpoint, so the file matches the restored state exactly.
   """
 
-  def __init__(self, output_dir, history=()):
+  def __init__(self, output_dir, history=(), summary_dirs=None):
+    """Args: summary_dirs: {subfolder: key prefix}; scalars whose key starts
+    with the prefix go to TensorBoard files in output_dir/subfolder (e.g. the
+    value network's metrics in output_dir/value), the rest to output_dir/tensorboard.
+    """
     self._path = os.path.join(output_dir, METRICS_FILE)
     tmp = self._path + '.tmp'
     with open(tmp, 'w') as f:
@@ -51,23 +55,34 @@ class MetricsWriter:
     os.replace(tmp, self._path)
     self._file = open(self._path, 'a')
     last_epoch = history[-1]['epoch'] if history else 0
-    # purge_step hides TensorBoard events of epochs after the checkpoint.
-    self._tb = SummaryWriter(os.path.join(output_dir, 'tensorboard'),
-                             purge_step=last_epoch + 1, flush_secs=30)
+
+    def writer(subfolder):
+      # purge_step hides TensorBoard events of epochs after the checkpoint.
+      return SummaryWriter(os.path.join(output_dir, subfolder), purge_step=last_epoch + 1,
+                           flush_secs=30)
+    self._tb = writer('tensorboard')
+    self._routes = [(prefix, writer(sub)) for sub, prefix in (summary_dirs or {}).items()]
+
+  def _writer_for(self, key):
+    for prefix, tb in self._routes:
+      if key.startswith(prefix):
+        return tb
+    return self._tb
 
   def write(self, record):
     record = clean(record)
     self._file.write(json.dumps(record) + '\n')
     self._file.flush()
-    step = record['env_steps']
     for k, v in record.items():
       if k not in ('epoch', 'env_steps') and isinstance(v, (int, float)) and v is not None:
-        self._tb.add_scalar(k, v, global_step=record['epoch'])
-    self._tb.add_scalar('env_steps', step, global_step=record['epoch'])
+        self._writer_for(k).add_scalar(k, v, global_step=record['epoch'])
+    self._tb.add_scalar('env_steps', record['env_steps'], global_step=record['epoch'])
 
   def close(self):
     self._file.close()
     self._tb.close()
+    for _, tb in self._routes:
+      tb.close()
 
 
 def read_metrics(output_dir):

@@ -315,7 +315,7 @@ def execute(config_files, bindings, output_dir=None, seed=None, allow_config_cha
       meta['config'] = full_config
       checkpointer.save(trainer.epoch, arrays, meta)
 
-    writer = MetricsWriter(output_dir, trainer.history)
+    writer = MetricsWriter(output_dir, trainer.history, trainer.summary_dirs)
     try:
       trainer.run(run.n_epochs, checkpoint_fn=save, checkpoint_every=run.checkpoint_every,
                   writer=writer, log=log.info, stop_at_return=run.stop_at_return)

@@ -439,3 +439,13 @@ def test_epoch_logs_the_spec_metrics(pendulum_records, name):
         <= record['awr_weight_max'] <= 20.0
   if name == 'PPO':
     assert 0.0 <= record['clip_fraction'] <= 1.0
+
+
+def test_value_summaries_live_in_output_dir_value(tmp_path):
+  from rl import run as run_lib
+  config = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        'configs', 'ppo_cartpole.gin')
+  out = tmp_path / 'ppo'
+  run_lib.execute([config], ['train_rl.n_epochs = 1', 'RLTask.n_envs = 2',
+                             'MLP.layer_widths = (8,)'], str(out))
+  assert os.listdir(out / 'value') and os.listdir(out / 'tensorboard')

@@ -47,6 +47,9 @@ def check_divisible(steps, evals, steps_name, evals_name):
 class RLTrainer:
   """Collects with the task, trains, evaluates, logs and checkpoints, epoch by epoch.
 
+  Class attribute `summary_dirs` ({subfolder: metric key prefix}) routes a
+  sub-network's TensorBoard scalars into their own folder of the run.
+
   Args:
     task: the RLTask (passed by the runner, not bindable in gin).
     n_trajectories_per_epoch: complete trajectories to collect per epoch.
@@ -62,6 +65,8 @@ class RLTrainer:
     output_dir: the run's folder (passed by the runner).
     collect_per_epoch: deprecated alias of n_trajectories_per_epoch.
   """
+
+  summary_dirs = {}
 
   def __init__(self, task, n_trajectories_per_epoch=None, n_interactions_per_epoch=None,
                n_eval_episodes=0, eval_temperatures=(0.0,), eval_every=1, only_eval=False,
