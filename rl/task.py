@@ -67,36 +67,55 @@ class EpochData:
 
 
 class _RunningSegments:
-  """Per-env buffers of the trajectory segments being collected right now."""
+  """The trajectory segments being collected right now, in time-major ring buffers.
+
+  Row `k % size` holds every env's data of global vector step k, so each step
+  is a few contiguous row writes (per-env scattered writes cost several times
+  more in the collect loop). Env j's running segment spans global steps
+  start[j] .. step; it is gathered only when it is flushed. `size` exceeds the
+  longest possible segment, so no segment is overwritten while it runs.
+  """
 
   def __init__(self, n_envs, capacity, obs_space, act_shape, act_dtype, n_dist_inputs):
-    self.length = np.zeros(n_envs, np.int64)
-    self.obs = np.zeros((n_envs, capacity + 1) + obs_space.shape, obs_space.dtype)
-    self.action = np.zeros((n_envs, capacity) + tuple(act_shape), act_dtype)
-    self.reward = np.zeros((n_envs, capacity), np.float32)
-    self.dist_inputs = np.zeros((n_envs, capacity, n_dist_inputs), np.float32)
+    size = capacity + 1
+    self.step = 0
+    self.start = np.zeros(n_envs, np.int64)
+    self.obs = np.zeros((size, n_envs) + obs_space.shape, obs_space.dtype)
+    self.action = np.zeros((size, n_envs) + tuple(act_shape), act_dtype)
+    self.reward = np.zeros((size, n_envs), np.float32)
+    self.dist_inputs = np.zeros((size, n_envs, n_dist_inputs), np.float32)
 
   @property
-  def capacity(self):
-    return self.action.shape[1]
+  def size(self):
+    return self.obs.shape[0]
+
+  @property
+  def length(self):
+    """Steps in each env's running segment."""
+    return self.step - self.start
+
+  def rows(self, j):
+    """Ring rows of env j's segment: its steps and the observation after the last."""
+    return (self.start[j] + np.arange(self.step - self.start[j] + 1)) % self.size
 
   def grow(self):
-    """Doubles the capacity: only envs without a time limit get here."""
-    def pad(a, extra):
-      return np.concatenate([a, np.zeros((a.shape[0], extra) + a.shape[2:], a.dtype)], 1)
-    extra = self.capacity
-    self.obs = pad(self.obs, extra)
-    self.action = pad(self.action, extra)
-    self.reward = pad(self.reward, extra)
-    self.dist_inputs = pad(self.dist_inputs, extra)
+    """Doubles the ring (only for envs without any step cap), keeping every live row."""
+    old, new = self.size, 2 * self.size
+    live = np.arange(max(0, self.step - old + 1), self.step + 1)
+    for name in ('obs', 'action', 'reward', 'dist_inputs'):
+      buf = getattr(self, name)
+      grown = np.zeros((new,) + buf.shape[1:], buf.dtype)
+      grown[live % new] = buf[live % old]
+      setattr(self, name, grown)
 
   def state(self):
-    return {'length': self.length, 'obs': self.obs, 'action': self.action,
-            'reward': self.reward, 'dist_inputs': self.dist_inputs}
+    return {'step': np.array(self.step), 'start': self.start, 'obs': self.obs,
+            'action': self.action, 'reward': self.reward, 'dist_inputs': self.dist_inputs}
 
   def load_state(self, state):
-    for k, v in state.items():
-      setattr(self, k, np.array(v))
+    self.step = int(state['step'])
+    for name in ('start', 'obs', 'action', 'reward', 'dist_inputs'):
+      setattr(self, name, np.array(state[name]))
 
 
 @gin.configurable(denylist=['dist_inputs_size'])
@@ -188,7 +207,7 @@ class RLTask:
     self._clip = (space.low, space.high) if hasattr(space, 'low') else None
     obs, _ = self._env.reset(seed=self.seed)
     self._obs = obs
-    self._segments.obs[:, 0] = obs
+    self._segments.obs[0] = obs
 
   def random_policy(self, obs):
     """Uniform random actions drawn from the task's generator (reproducible)."""
@@ -243,9 +262,9 @@ class RLTask:
         self._step(policy_fn, finished, episode_returns)
       steps = n_interactions
       for j in np.nonzero(self._segments.length > 0)[0]:
-        # The episode goes on in the next epoch from the same observation.
+        # The episode goes on in the next epoch from the same observation,
+        # which is already the first row of its new segment.
         self._flush(j, self._obs[j], terminated=False, into=finished)
-        self._segments.obs[j, 0] = self._obs[j]
     else:
       while len(finished) < n_trajectories:
         self._step(policy_fn, finished, episode_returns)
@@ -259,20 +278,21 @@ class RLTask:
 
   def _step(self, policy_fn, finished, episode_returns):
     seg = self._segments
-    if self._may_grow and seg.length.max() >= seg.capacity:
+    if self._may_grow and seg.length.max() >= seg.size - 1:
       seg.grow()
     actions, dist_inputs = policy_fn(self._obs)
     # Box actions are stored as sampled (their log-prob is what the policy
     # gave) but the env gets them clipped to its bounds.
     env_actions = actions if self._clip is None else np.clip(actions, *self._clip)
     next_obs, rewards, terminated, truncated, info = self._env.step(env_actions)
-    envs = self._env_index
-    t = seg.length
-    seg.action[envs, t] = actions
-    seg.reward[envs, t] = rewards
-    seg.dist_inputs[envs, t] = dist_inputs
-    seg.length = t + 1
-    seg.obs[envs, t + 1] = next_obs
+    row = seg.step % seg.size
+    seg.action[row] = actions
+    seg.reward[row] = rewards
+    seg.dist_inputs[row] = dist_inputs
+    seg.step += 1
+    # For an env that just ended this is its reset observation: the first row
+    # of its next segment (its final observation comes from info).
+    seg.obs[seg.step % seg.size] = next_obs
     self._episode_return += rewards
     ended = terminated | truncated
     flush = ended
@@ -282,36 +302,39 @@ class RLTask:
       for j in np.nonzero(flush)[0]:
         final_obs = info['final_obs'][j] if ended[j] else next_obs[j]
         self._flush(j, final_obs, bool(terminated[j]), finished)
-        seg.obs[j, 0] = next_obs[j]
         if ended[j]:
           episode_returns.append(float(self._episode_return[j]))
           self._episode_return[j] = 0.0
     self._obs = next_obs
 
   def _flush(self, j, final_obs, terminated, into):
-    """Moves env j's running segment into `into` as a finished trajectory."""
+    """Moves env j's running segment into `into`; its next segment starts now."""
     seg = self._segments
-    steps = int(seg.length[j])
-    rows = steps + 1
-    obs = seg.obs[j, :rows].copy()
+    rows = seg.rows(j)
+    steps = len(rows) - 1
+    obs = seg.obs[rows, j]
     obs[steps] = final_obs
-    done = np.zeros(rows, np.float32)
+    done = np.zeros(steps + 1, np.float32)
     done[steps - 1] = float(terminated)
-    mask = np.ones(rows, np.float32)
+    mask = np.ones(steps + 1, np.float32)
     mask[steps] = 0.0
-    def with_zero_row(a):
-      return np.concatenate([a, np.zeros((1,) + a.shape[1:], a.dtype)])
-    reward = with_zero_row(seg.reward[j, :steps])
+    # The last row holds only the final observation: zero action, reward, inputs.
+    action = seg.action[rows, j]
+    action[steps] = 0
+    reward = seg.reward[rows, j]
+    reward[steps] = 0.0
+    dist_inputs = seg.dist_inputs[rows, j]
+    dist_inputs[steps] = 0.0
     into.append({
         'observation': obs,
-        'action': with_zero_row(seg.action[j, :steps]),
+        'action': action,
         'reward': reward,
         'done': done,
         'mask': mask,
-        'dist_inputs': with_zero_row(seg.dist_inputs[j, :steps]),
+        'dist_inputs': dist_inputs,
         'return_': discounted_returns(reward, done, self.gamma).astype(np.float32),
     })
-    seg.length[j] = 0
+    seg.start[j] = seg.step
 
   def _store(self, epoch_id, trajectories):
     lengths = np.array([len(t['mask']) for t in trajectories], np.int64)

@@ -175,3 +175,13 @@ def test_random_initial_trajectories_fill_epoch_zero():
   task = chain_task(initial_trajectories=3)
   task.collect_initial()
   assert task.epochs[0].n_trajectories >= 3
+
+
+def test_running_buffers_grow_for_envs_without_a_step_cap():
+  # No time limit and no max_steps: a 2,500-step episode outgrows the initial
+  # 1,000-step ring twice and must come out whole and in order.
+  task = chain_task(env_kwargs={'length': 2500}, n_envs=2)
+  task.collect(constant_policy(), n_trajectories=2, epoch_id=1)
+  for traj in trajectories(task.epochs[1]):
+    np.testing.assert_array_equal(traj['observation'][:, 0], np.arange(2501))
+    np.testing.assert_array_equal(traj['reward'][:-1], np.arange(1, 2501))

@@ -9,6 +9,7 @@ logged eval is the policy in the last checkpoint.
 Subclasses set up their supervised trainers, then call `_set_acting_model`
 with the model and distribution that act, and implement `train_epoch`.
 """
+import functools
 import time
 import warnings
 
@@ -132,6 +133,9 @@ class RLTrainer:
       return actions, dist_inputs, model_state, key
 
     self._act = jax.jit(act, static_argnames=('temperature', 'update'))
+    # The collect loop's call, with its static arguments bound once: dispatch
+    # then skips hashing keyword arguments on every env step.
+    self._act_collect = jax.jit(functools.partial(act, temperature=1.0, update=True))
 
   def init_collect_model_state(self, model_state):
     """Starts the acting normaliser statistics (the model's initial state)."""
@@ -141,10 +145,11 @@ class RLTrainer:
     """The policy used for training collection: temperature 1, statistics updated."""
     params = self._act_variables_fn()['params']
 
+    act = self._act_collect
+
     def policy(obs):
-      actions, dist_inputs, self._collect_model_state, self._collect_key = self._act(
-          params, self._collect_model_state, obs, self._collect_key, temperature=1.0,
-          update=True)
+      actions, dist_inputs, self._collect_model_state, self._collect_key = act(
+          params, self._collect_model_state, obs, self._collect_key)
       return np.asarray(actions), np.asarray(dist_inputs)
     return policy
 
