@@ -7,6 +7,7 @@ writes into a temporary folder and renames it when complete, so a run killed
 mid-write leaves the previous checkpoint as the newest complete one.
 """
 import logging
+import os
 
 import jax
 import numpy as np
@@ -64,7 +65,8 @@ class Checkpointer:
         # and a finished save() must mean the data is on disk before the next
         # epoch mutates the buffers.
         enable_async_checkpointing=False)
-    self._manager = ocp.CheckpointManager(directory, options=options)
+    # orbax wants absolute paths (a relative --output_dir is the common case).
+    self._manager = ocp.CheckpointManager(os.path.abspath(directory), options=options)
 
   def all_steps(self):
     return sorted(self._manager.all_steps())

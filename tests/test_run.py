@@ -286,3 +286,13 @@ def test_stop_at_return_stops_early_and_a_rerun_does_nothing(tmp_path):
   assert run_lib.execute([REINFORCE], bindings, out).epoch == 1
   # Dropping the goal continues the same run to n_epochs (the binding may change).
   assert run_lib.execute([REINFORCE], TINY + ['train_rl.n_epochs = 2'], out).epoch == 2
+
+
+def test_default_relative_output_dir(tmp_path, monkeypatch):
+  """`--output_dir` defaults to runs/<config stem>, relative to the working directory."""
+  monkeypatch.chdir(tmp_path)
+  bindings = TINY + ['train_rl.n_epochs = 2', 'train_rl.checkpoint_every = 2']
+  run_lib.execute([REINFORCE], bindings)
+  assert [r['epoch'] for r in read_metrics('runs/reinforce_cartpole')] == [1, 2]
+  assert os.listdir(os.path.join('runs', 'reinforce_cartpole', 'checkpoints'))
+  assert run_lib.execute([REINFORCE], bindings).epoch == 2  # resumes from there
