@@ -20,17 +20,12 @@ from rl.errors import ConfigError
 from rl.trainers import losses
 from rl.trainers import q_values as q_values_lib
 from rl.trainers.base import check_divisible
+from rl.trainers.base import prefix_trainer_metrics
 from rl.trainers.base import check_estimator_margin
 from rl.trainers.base import check_on_policy
 from rl.trainers.policy import PolicyTrainer
 from rl.trainers.policy import build_trainer
 from rl.trainers.policy import example_observation
-
-_GENERIC_METRICS = ('learning_rate', 'gradients_l2', 'steps_per_second')
-
-
-def _prefixed(metrics, prefix):
-  return {(prefix + k if k in _GENERIC_METRICS else k): v for k, v in metrics.items()}
 
 
 class ActorCriticTrainer(PolicyTrainer):
@@ -295,7 +290,7 @@ class ActorCriticTrainer(PolicyTrainer):
     if self._n_shared_layers:
       self._copy_shared(self._value_trainer, self._policy_trainer)
     policy_metrics = self._train_policy()
-    return {**policy_metrics, **_prefixed(value_metrics, 'value_')}
+    return {**policy_metrics, **prefix_trainer_metrics(value_metrics, 'value_')}
 
   def _extra_arrays(self):
     return {'stream_key': self._stream_key}

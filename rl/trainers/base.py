@@ -21,6 +21,16 @@ from rl import metrics as metrics_lib
 from rl.errors import ConfigError
 
 
+# Metrics every supervised Trainer reports; a trainer with several networks
+# prefixes them with the network's name so they don't collide.
+TRAINER_METRICS = ('learning_rate', 'gradients_l2', 'steps_per_second')
+
+
+def prefix_trainer_metrics(metrics, prefix):
+  """`metrics` with learning_rate etc. renamed prefix + name (e.g. value_learning_rate)."""
+  return {(prefix + k if k in TRAINER_METRICS else k): v for k, v in metrics.items()}
+
+
 def check_on_policy(trainer, n_replay_epochs, alternative):
   """On-policy trainers learn from the newest epoch only; replay would bias them."""
   if trainer.on_policy and n_replay_epochs != 1:

@@ -17,6 +17,7 @@ from rl.supervised import optimizers
 from rl.supervised.trainer import Trainer
 from rl.trainers.base import RLTrainer
 from rl.trainers.base import check_divisible
+from rl.trainers.base import prefix_trainer_metrics
 
 
 def policy_distribution(task, trainer_name):
@@ -110,8 +111,7 @@ class PolicyTrainer(RLTrainer):
     for _ in range(self._policy_evals):
       metrics = self._policy_trainer.train_epoch(
           self._policy_train_steps // self._policy_evals, self._policy_eval_steps)
-    return {('policy_' + k if k in ('learning_rate', 'gradients_l2', 'steps_per_second')
-             else k): v for k, v in metrics.items()}
+    return prefix_trainer_metrics(metrics, 'policy_')
 
   def train_epoch(self):
     return self._train_policy()

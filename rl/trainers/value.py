@@ -32,11 +32,11 @@ from rl.errors import ConfigError
 from rl.supervised import lr_schedules
 from rl.trainers import losses
 from rl.trainers.base import RLTrainer
+from rl.trainers.base import prefix_trainer_metrics
 from rl.trainers.base import check_divisible
 from rl.trainers.policy import build_trainer
 from rl.trainers.policy import example_observation
 
-_GENERIC_METRICS = ('learning_rate', 'gradients_l2', 'steps_per_second')
 # The trainers that act in continuous (Box) action spaces, for the error message.
 _BOX_TRAINERS = 'PolicyGradientTrainer, A2C, PPO, AWR or SamplingAWR'
 
@@ -126,10 +126,6 @@ def default_exploration_rate():
   """The reference's default: epsilon(epoch) = max(0.99^epoch, 0.1)."""
   return lr_schedules.multifactor(factors='constant * decay_every', constant=1.0,
                                   decay_factor=0.99, steps_per_decay=1, minimum=0.1)
-
-
-def _prefixed(metrics, prefix):
-  return {(prefix + k if k in _GENERIC_METRICS else k): v for k, v in metrics.items()}
 
 
 # -- trainers ---------------------------------------------------------------------------
@@ -355,7 +351,7 @@ class ValueAgent(RLTrainer):
     metrics = {}
     for _ in range(self._value_evals):
       metrics = self._train_chunk(self._value_train_steps // self._value_evals)
-    return {**_prefixed(metrics, 'value_'),
+    return {**prefix_trainer_metrics(metrics, 'value_'),
             'exploration_rate': self.exploration_rate(self.epoch)}
 
   # -- checkpoints ----------------------------------------------------------------------
