@@ -273,10 +273,7 @@ def execute(config_files, bindings, output_dir=None, seed=None, allow_config_cha
   full_config = gin.config_str()
 
   task = _construct(RLTask)
-  try:
-    run = _construct(train_rl, output_dir=output_dir, task=task)
-  except gin.config.GinError if hasattr(gin.config, 'GinError') else () as e:  # pragma: no cover
-    raise _gin_error(e) from None
+  run = _construct(train_rl, output_dir=output_dir, task=task)
   trainer = run.trainer
 
   os.makedirs(output_dir, exist_ok=True)
