@@ -130,7 +130,7 @@ class RLTrainer:
     self._act_variables_fn = variables_fn
     self.task.set_dist_inputs_size(dist.n_inputs)
 
-    def act(params, model_state, obs, key, temperature, update):
+    def act(params, model_state, obs, key, sample_args, temperature, update):
       variables = {'params': params, **model_state}
       if update and model_state:
         out, model_state = model.apply(variables, obs[:, None], update_normalizer=True,
@@ -139,7 +139,7 @@ class RLTrainer:
         out = model.apply(variables, obs[:, None])
       dist_inputs = output_fn(out)[:, -1]
       key, sample_key = jax.random.split(key)
-      actions = dist.sample(dist_inputs, sample_key, temperature)
+      actions = dist.sample(dist_inputs, sample_key, temperature, *sample_args)
       return actions, dist_inputs, model_state, key
 
     self._act = jax.jit(act, static_argnames=('temperature', 'update'))
@@ -151,15 +151,20 @@ class RLTrainer:
     """Starts the acting normaliser statistics (the model's initial state)."""
     self._collect_model_state = jax.tree_util.tree_map(jnp.asarray, dict(model_state))
 
+  def sampling_args(self, temperature):
+    """Extra traced arguments of `dist.sample` when acting (e.g. DQN's epsilon)."""
+    del temperature
+    return ()
+
   def collect_policy(self):
     """The policy used for training collection: temperature 1, statistics updated."""
     params = self._act_variables_fn()['params']
-
     act = self._act_collect
+    sample_args = self.sampling_args(1.0)
 
     def policy(obs):
       actions, dist_inputs, self._collect_model_state, self._collect_key = act(
-          params, self._collect_model_state, obs, self._collect_key)
+          params, self._collect_model_state, obs, self._collect_key, sample_args)
       return np.asarray(actions), np.asarray(dist_inputs)
     return policy
 
@@ -167,10 +172,11 @@ class RLTrainer:
     """A policy at `temperature` with its own key stream; statistics frozen."""
     params = self._act_variables_fn()['params']
     state = {'key': key}
+    sample_args = self.sampling_args(temperature)
 
     def policy(obs):
       actions, dist_inputs, _, state['key'] = self._act(
-          params, self._collect_model_state, obs, state['key'],
+          params, self._collect_model_state, obs, state['key'], sample_args,
           temperature=temperature, update=False)
       return np.asarray(actions), np.asarray(dist_inputs)
     return policy

@@ -218,7 +218,6 @@ class ValueAgent(RLTrainer):
     self._dist = EpsilonGreedy(self._n_actions)
     self._set_acting_model(self._q_model, self._dist, lambda: self._value_trainer.variables,
                            output_fn=lambda q: q * self._value_scale)
-    self._q_act = jax.jit(self._act_impl, static_argnames=('temperature', 'update'))
     self._target = self._value_trainer.variables
     # Batch preparation runs once per gradient step: one jitted call each.
     self._targets_fn = jax.jit(self._targets_impl)
@@ -229,46 +228,13 @@ class ValueAgent(RLTrainer):
     """epsilon of the collection in RL epoch `epoch` (a Python float)."""
     return float(self._exploration_rate(int(epoch)))
 
-  def _act_impl(self, params, model_state, obs, key, epsilon, temperature, update):
-    variables = {'params': params, **model_state}
-    if update and model_state:
-      q, model_state = self._q_model.apply(variables, obs[:, None], update_normalizer=True,
-                                           mutable=list(model_state))
-    else:
-      q = self._q_model.apply(variables, obs[:, None])
-    q = q[:, -1] * self._value_scale
-    key, sample_key = jax.random.split(key)
-    actions = self._dist.sample(q, sample_key, temperature, epsilon)
-    return actions, q, model_state, key
-
-  def collect_policy(self):
-    """Epsilon-greedy with epsilon(self.epoch); normaliser statistics updated.
+  def sampling_args(self, temperature):
+    """Epsilon for `EpsilonGreedy.sample`: this epoch's at temperature > 0, else 0.
 
     Epsilon is a function of the epoch counter only, so a resumed run acts
     with exactly the epsilon the uninterrupted one would have used.
     """
-    params = self._value_trainer.model_weights
-    epsilon = jnp.float32(self.exploration_rate(self.epoch))
-
-    def policy(obs):
-      actions, q, self._collect_model_state, self._collect_key = self._q_act(
-          params, self._collect_model_state, obs, self._collect_key, epsilon,
-          temperature=1.0, update=True)
-      return np.asarray(actions), np.asarray(q)
-    return policy
-
-  def eval_policy(self, temperature, key):
-    """Greedy at temperature 0, else epsilon-greedy with this epoch's epsilon."""
-    params = self._value_trainer.model_weights
-    epsilon = jnp.float32(0.0 if temperature == 0 else self.exploration_rate(self.epoch))
-    state = {'key': key}
-
-    def policy(obs):
-      actions, q, _, state['key'] = self._q_act(
-          params, self._collect_model_state, obs, state['key'], epsilon,
-          temperature=float(temperature), update=False)
-      return np.asarray(actions), np.asarray(q)
-    return policy
+    return (jnp.float32(self.exploration_rate(self.epoch) if temperature > 0 else 0.0),)
 
   # -- batches and targets --------------------------------------------------------------
 

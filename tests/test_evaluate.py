@@ -1,0 +1,82 @@
+"""rl.evaluate: re-evaluating a checkpoint reproduces the logged eval; bad input is one line."""
+import hashlib
+import os
+import subprocess
+import sys
+
+import pytest
+
+from rl import evaluate as evaluate_lib
+from rl import run as run_lib
+from rl.errors import OutputDirError
+from rl.metrics import read_metrics
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REINFORCE = os.path.join(ROOT, 'configs', 'reinforce_cartpole.gin')
+# tests/test_run.py's TINY run: 3 quick REINFORCE epochs, 2 eval episodes each.
+TINY = ['train_rl.n_epochs = 3', 'train_rl.checkpoint_every = 1', 'RLTask.n_envs = 4',
+        'PolicyGradientTrainer.n_trajectories_per_epoch = 4',
+        'PolicyGradientTrainer.batch_size = 64', 'PolicyGradientTrainer.n_eval_episodes = 2']
+
+
+def snapshot(folder):
+  """Every file's (and folder's) path with its content hash: 'untouched' means equal."""
+  out = {}
+  for dirpath, dirs, files in os.walk(folder):
+    for name in dirs:
+      out[os.path.relpath(os.path.join(dirpath, name), folder)] = 'dir'
+    for name in files:
+      path = os.path.join(dirpath, name)
+      with open(path, 'rb') as f:
+        out[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
+  return out
+
+
+@pytest.fixture(scope='module')
+def finished_run(tmp_path_factory):
+  out = str(tmp_path_factory.mktemp('runs') / 'tiny')
+  run_lib.execute([REINFORCE], TINY, out)
+  return out
+
+
+def test_default_evaluation_reproduces_the_last_logged_eval(finished_run):
+  before = snapshot(finished_run)
+  result = evaluate_lib.evaluate_run(finished_run, n_episodes=2, temperature=0.0)
+  last = read_metrics(finished_run)[-1]
+  assert result['epoch'] == last['epoch'] == 3
+  # Same checkpoint, same seeds: exactly equal, not approximately.
+  assert result['mean'] == last['eval_return']
+  assert len(result['returns']) == 2
+  assert result['min'] == min(result['returns']) and result['max'] == max(result['returns'])
+  assert result['min'] <= result['mean'] <= result['max']
+  assert result['std'] == pytest.approx(abs(result['returns'][0] - result['returns'][1]) / 2)
+  # n_episodes=None falls back to the run's n_eval_episodes (2).
+  assert evaluate_lib.evaluate_run(finished_run)['returns'] == result['returns']
+  # Nothing written: no lock, no metrics, no checkpoint change.
+  assert snapshot(finished_run) == before
+
+
+def test_more_episodes_at_a_temperature(finished_run):
+  result = evaluate_lib.evaluate_run(finished_run, n_episodes=3, temperature=1.0)
+  assert len(result['returns']) == 3
+  assert all(r >= 1 for r in result['returns'])  # CartPole pays 1 per step
+
+
+def test_missing_folder_and_missing_checkpoint_raise(tmp_path):
+  with pytest.raises(OutputDirError, match='does not exist'):
+    evaluate_lib.evaluate_run(str(tmp_path / 'nothing'))
+  (tmp_path / 'config.gin').write_text('RLTask.seed = 0\n')
+  with pytest.raises(OutputDirError, match='no readable checkpoint'):
+    evaluate_lib.evaluate_run(str(tmp_path))
+  assert sorted(os.listdir(tmp_path)) == ['config.gin']
+
+
+def test_cli_missing_folder_is_one_line_and_exit_2(tmp_path):
+  missing = str(tmp_path / 'no_such_run')
+  process = subprocess.run([sys.executable, '-m', 'rl.evaluate', f'--output_dir={missing}'],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+  assert process.returncode == 2
+  lines = process.stderr.strip().splitlines()
+  assert len(lines) == 1, process.stderr
+  assert lines[0].startswith('rl.evaluate: error:') and missing in lines[0]
+  assert not os.path.exists(missing)
