@@ -22,8 +22,9 @@ setup(
         "tensorboardX>=2.6.2,<3",
     ],
     extras_require={
-        "test": ["pytest>=8"],
-        # benchmarks/learning.py draws learning curves with matplotlib.
-        "bench": ["matplotlib>=3.8"],
+        # The tests cover the learning-curve plots too.
+        "test": ["pytest>=8", "matplotlib>=3.8"],
+        # rl.report and benchmarks/learning.py draw learning curves with matplotlib.
+        "plots": ["matplotlib>=3.8"],
     },
 )

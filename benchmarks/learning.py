@@ -30,6 +30,20 @@ import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG_DIR = os.path.join(REPO_ROOT, 'configs')
+
+sys.path.insert(0, REPO_ROOT)  # runnable from a checkout without installing the package
+# pylint: disable=wrong-import-position
+from rl.learning_curves import aggregate_curves  # noqa: E402
+from rl.learning_curves import eval_curve  # noqa: E402
+from rl.learning_curves import final_eval  # noqa: E402,F401  (tests use it from here)
+from rl.learning_curves import fmt_number  # noqa: E402
+from rl.learning_curves import format_table  # noqa: E402
+from rl.learning_curves import read_records  # noqa: E402
+from rl.learning_curves import steps_label  # noqa: E402
+from rl.learning_curves import stopped_short  # noqa: E402
+from rl.learning_curves import summarize_config  # noqa: E402
+from rl.learning_curves import summarize_run  # noqa: E402
+from rl.learning_curves import time_to_target  # noqa: E402,F401
 METRICS_FILE = 'metrics.jsonl'  # rl.metrics.METRICS_FILE; not imported so this
                                 # script needs neither jax nor the package.
 
@@ -63,194 +77,6 @@ SINGLE_THREAD_ENV = {
     'MKL_NUM_THREADS': '1',
     'OPENBLAS_NUM_THREADS': '1',
 }
-CURVE_POINTS = 200  # points of the common env-step grid the seeds are averaged on
-
-
-# -- pure aggregation (unit-tested on hand-made records) ------------------------------
-
-
-def _finite(value):
-  """`value` as a float, or None when it is missing, null or NaN/inf."""
-  if value is None:
-    return None
-  value = float(value)
-  return value if math.isfinite(value) else None
-
-
-def epoch_seconds(record):
-  """Wall seconds of one epoch: collect + train + eval (missing parts count 0)."""
-  return sum(_finite(record.get(k)) or 0.0 for k in ('time_collect', 'time_train', 'time_eval'))
-
-
-def time_to_target(records, target, budget):
-  """Where one run first reaches `target` within `budget` env steps.
-
-  Args:
-    records: the run's metrics.jsonl records (any order).
-    target: the eval return to reach (eval_return >= target counts).
-    budget: the most env steps the reaching epoch may have used.
-
-  Returns:
-    {'reached', 'epoch', 'env_steps', 'wall_seconds'}; the last three are None
-    when not reached. wall_seconds sums the epochs' collect, train and eval
-    times up to and including the reaching one, so process start-up and JIT
-    compilation outside the epochs are not counted.
-  """
-  wall = 0.0
-  for record in sorted(records, key=lambda r: r['epoch']):
-    wall += epoch_seconds(record)
-    if record['env_steps'] > budget:
-      # env_steps only grows, so no later epoch can be within the budget.
-      break
-    value = _finite(record.get('eval_return'))
-    if value is not None and value >= target:
-      return {'reached': True, 'epoch': record['epoch'], 'env_steps': record['env_steps'],
-              'wall_seconds': wall}
-  return {'reached': False, 'epoch': None, 'env_steps': None, 'wall_seconds': None}
-
-
-def final_eval(records):
-  """The eval_return of the last epoch that has one (None if no epoch does).
-
-  The last epoch itself may have a null eval (e.g. no eval episode ended), so
-  the latest finite one stands for where the run ended up.
-  """
-  for record in sorted(records, key=lambda r: r['epoch'], reverse=True):
-    value = _finite(record.get('eval_return'))
-    if value is not None:
-      return value
-  return None
-
-
-def eval_curve(records):
-  """(env_steps, eval_return) lists of the epochs with a finite eval, by epoch."""
-  steps, returns = [], []
-  for record in sorted(records, key=lambda r: r['epoch']):
-    value = _finite(record.get('eval_return'))
-    if value is not None:
-      steps.append(record['env_steps'])
-      returns.append(value)
-  return steps, returns
-
-
-def summarize_run(records, target, budget):
-  """Everything the table needs from one run; `records` None marks a failed run.
-
-  'last_env_steps' is where the run stopped: a run that missed its target but
-  stopped short of the budget (too few train_rl.n_epochs) says nothing about
-  the budget, and the report says so.
-  """
-  if records is None:
-    return {'ok': False, **time_to_target([], target, budget), 'final': None,
-            'last_env_steps': None}
-  return {'ok': True, **time_to_target(records, target, budget), 'final': final_eval(records),
-          'last_env_steps': max((r['env_steps'] for r in records), default=0)}
-
-
-def stopped_short(run, budget):
-  """Whether a run missed the target without having used its whole budget."""
-  return run['ok'] and not run['reached'] and run['last_env_steps'] < budget
-
-
-def summarize_config(name, target, budget, runs):
-  """One table row from the per-seed summaries (`summarize_run` outputs) of a config.
-
-  Seeds that failed or never reached the target still count in the
-  denominator of `n_reached`; the medians are over the reaching seeds only
-  (there is no step count for the others), and the final mean/std over the
-  seeds that logged an eval. std is the population std (ddof=0), so that a
-  single seed gives 0 rather than undefined.
-  """
-  reached = [r for r in runs if r['reached']]
-  finals = [r['final'] for r in runs if r['final'] is not None]
-  return {
-      'config': name,
-      'target': target,
-      'budget': budget,
-      'n_reached': len(reached),
-      'n_runs': len(runs),
-      'median_steps': statistics.median(r['env_steps'] for r in reached) if reached else None,
-      'median_seconds': (statistics.median(r['wall_seconds'] for r in reached)
-                         if reached else None),
-      'final_mean': statistics.fmean(finals) if finals else None,
-      'final_std': statistics.pstdev(finals) if finals else None,
-      'n_final': len(finals),
-  }
-
-
-def _fmt_number(value, digits=0):
-  if value is None:
-    return '—'
-  return f'{value:,.{digits}f}'
-
-
-def format_table(rows):
-  """The markdown table of `summarize_config` rows."""
-  header = ('| config | target | budget (env steps) | seeds reaching target | '
-            'median env steps to target | median wall s to target | final eval (mean ± std) |')
-  lines = [header, '|' + '---|' * 7]
-  for row in rows:
-    if row['final_mean'] is None:
-      final = '—'
-    else:
-      final = f"{row['final_mean']:.1f} ± {row['final_std']:.1f}"
-      if row['n_final'] != row['n_runs']:
-        # Say when the mean is over fewer seeds than the row ran.
-        final += f" ({row['n_final']}/{row['n_runs']} seeds)"
-    lines.append(
-        f"| {row['config']} | {_fmt_number(row['target'])} | {_fmt_number(row['budget'])} | "
-        f"{row['n_reached']}/{row['n_runs']} | {_fmt_number(row['median_steps'])} | "
-        f"{_fmt_number(row['median_seconds'], 1)} | {final} |")
-  return '\n'.join(lines)
-
-
-def _interp(x, xs, ys):
-  """Piecewise-linear ys(x) for xs ascending and xs[0] <= x <= xs[-1]."""
-  lo, hi = 0, len(xs) - 1
-  while hi - lo > 1:  # bisection: the segment [xs[lo], xs[hi]] holding x
-    mid = (lo + hi) // 2
-    if xs[mid] <= x:
-      lo = mid
-    else:
-      hi = mid
-  if xs[hi] == xs[lo]:
-    return ys[hi]
-  frac = (x - xs[lo]) / (xs[hi] - xs[lo])
-  frac = min(max(frac, 0.0), 1.0)
-  return ys[lo] + frac * (ys[hi] - ys[lo])
-
-
-def aggregate_curves(curves, n_points=CURVE_POINTS):
-  """Mean and min-max over seeds of (env_steps, returns) curves on a common grid.
-
-  Seeds log evals at different env steps (an epoch of whole trajectories has
-  no fixed length), so each curve is linearly interpolated onto one grid. The
-  grid spans only the env steps every seed covers: outside a seed's range its
-  value would be made up, and a band over fewer seeds would look narrower than
-  it is.
-
-  Returns:
-    (grid, mean, low, high) lists, all empty when no grid is covered by every
-    seed (no curves, or a seed with no eval).
-  """
-  curves = list(curves)  # may be a generator; it is walked several times
-  if not curves or any(not steps for steps, _ in curves):
-    return [], [], [], []
-  start = max(steps[0] for steps, _ in curves)
-  stop = min(steps[-1] for steps, _ in curves)
-  if start > stop:
-    return [], [], [], []
-  if start == stop or n_points < 2:
-    grid = [float(start)]
-  else:
-    grid = [start + (stop - start) * i / (n_points - 1) for i in range(n_points)]
-  mean, low, high = [], [], []
-  for x in grid:
-    values = [_interp(x, steps, returns) for steps, returns in curves]
-    mean.append(statistics.fmean(values))
-    low.append(min(values))
-    high.append(max(values))
-  return grid, mean, low, high
 
 
 # -- running the runs -----------------------------------------------------------------
@@ -343,23 +169,7 @@ def run_all(jobs, output_dir, extra_config, parallel, stop_at_target=False):
   return returncodes
 
 
-def read_records(path):
-  """The records of a metrics.jsonl, or None if it is missing or unreadable."""
-  try:
-    with open(path) as f:
-      return [json.loads(line) for line in f if line.strip()]
-  except (OSError, json.JSONDecodeError):
-    return None
-
-
 # -- outputs --------------------------------------------------------------------------
-
-
-def _steps_label(value, _):
-  """Env-step ticks as 0, 50k, 1.5M: six-digit tick labels collide."""
-  if abs(value) >= 1e6:
-    return f'{value / 1e6:g}M'
-  return f'{value / 1e3:g}k' if value else '0'
 
 
 def plot_curves(panels, path):
@@ -402,7 +212,7 @@ def plot_curves(panels, path):
                label=f"budget {panel['budget']:,} steps")
     ax.set_title(f"{panel['config']} ({panel['n_reached']}/{panel['n_runs']} reach target)")
     ax.set_xlabel('env steps')
-    ax.xaxis.set_major_formatter(ticker.FuncFormatter(_steps_label))
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(steps_label))
     ax.set_ylabel('eval return (greedy)')
     ax.grid(alpha=0.3)
     ax.legend(loc='best', fontsize='small')
@@ -487,7 +297,7 @@ def main(argv=None):
         short.append(f"{config} seed {seed} ({summary['last_env_steps']:,} of {budget:,})")
       reached = (f"{summary['env_steps']:,} env steps, {summary['wall_seconds']:.1f} s, "
                  f"epoch {summary['epoch']}" if summary['reached'] else 'not reached')
-      print(f'{config} seed {seed}: target {reached}; final eval {_fmt_number(summary["final"], 1)}')
+      print(f'{config} seed {seed}: target {reached}; final eval {fmt_number(summary["final"], 1)}')
     row = summarize_config(config, target, budget, runs)
     rows.append(row)
     panels.append({'config': config, 'target': target, 'budget': budget, 'curves': curves,

@@ -58,9 +58,11 @@ def _restore_empties(tree, empties):
 class Checkpointer:
   """Saves and restores (arrays, meta) pairs under `directory`."""
 
-  def __init__(self, directory, max_to_keep=3):
+  def __init__(self, directory, max_to_keep=3, read_only=False):
+    """read_only: never create, write or delete anything (rl.evaluate reads runs)."""
+    self._read_only = read_only
     options = ocp.CheckpointManagerOptions(
-        max_to_keep=max_to_keep, create=True,
+        max_to_keep=max_to_keep, create=not read_only, read_only=read_only,
         # Synchronous: a checkpoint of these small states takes tens of ms,
         # and a finished save() must mean the data is on disk before the next
         # epoch mutates the buffers.
@@ -92,7 +94,8 @@ class Checkpointer:
       except Exception as e:  # pylint: disable=broad-except
         logging.warning('checkpoint %d is unreadable (%s: %s); falling back to the '
                         'previous one', step, type(e).__name__, str(e).splitlines()[0][:200])
-        self._manager.delete(step)
+        if not self._read_only:
+          self._manager.delete(step)
         continue
       meta = dict(restored['meta'])
       empties = meta.pop(_EMPTY, [])

@@ -16,9 +16,7 @@ from absl import app
 from absl import flags
 from absl import logging as absl_logging
 import gin
-import jax
 import numpy as np
-import orbax.checkpoint as ocp
 
 from rl import run as run_lib
 from rl.checkpoints import Checkpointer
@@ -33,40 +31,6 @@ FLAGS = flags.FLAGS
 flags.DEFINE_integer('n_episodes', None, 'Episodes to play (default: the run\'s '
                      'n_eval_episodes).')
 flags.DEFINE_float('temperature', 0.0, 'Sampling temperature; 0 is greedy.')
-
-
-def _restore_read_only(directory):
-  """(step, arrays, meta) of the newest readable checkpoint, without writing.
-
-  Checkpointer's own manager may create the folder and deletes unreadable
-  steps; a read-only manager in its place keeps the fallback to an older
-  step but leaves the folder as it is.
-  """
-  checkpointer = Checkpointer.__new__(Checkpointer)
-  checkpointer._manager = ocp.CheckpointManager(  # pylint: disable=protected-access
-      os.path.abspath(directory),
-      options=ocp.CheckpointManagerOptions(create=False, read_only=True,
-                                           enable_async_checkpointing=False))
-  try:
-    return checkpointer.restore_latest()
-  finally:
-    checkpointer.close()
-
-
-def _episode_returns(trainer, epoch, n_episodes, temperature):
-  """Per-episode returns with the keys and reset seeds of `trainer.evaluate`.
-
-  `trainer.evaluate` only gives the mean, so its seeding is repeated here:
-  the reset seed comes from (seed, epoch) and the sampling key also from the
-  temperature's index in the run's eval_temperatures, so a temperature the
-  run logged is reproduced too.
-  """
-  temperatures = list(trainer._eval_temperatures)  # pylint: disable=protected-access
-  index = temperatures.index(temperature) if temperature in temperatures else len(temperatures)
-  key = jax.random.fold_in(jax.random.PRNGKey(trainer.task.seed), 1_000_003 * epoch + index)
-  returns = trainer.task.evaluate(trainer.eval_policy(temperature, key), n_episodes,
-                                  trainer.eval_seed(epoch))
-  return [float(r) for r in returns]
 
 
 def evaluate_run(output_dir, n_episodes=None, temperature=0.0):
@@ -93,7 +57,11 @@ def evaluate_run(output_dir, n_episodes=None, temperature=0.0):
     raise OutputDirError(f"'{output_dir}' has no {run_lib.CONFIG_FILE}; is it a run folder?")
   checkpoint_dir = os.path.join(output_dir, run_lib.CHECKPOINT_DIR)
   # Checked before orbax sees the folder: it would log a failure for a missing one.
-  restored = _restore_read_only(checkpoint_dir) if os.path.isdir(checkpoint_dir) else None
+  restored = None
+  if os.path.isdir(checkpoint_dir):
+    checkpointer = Checkpointer(checkpoint_dir, read_only=True)
+    restored = checkpointer.restore_latest()
+    checkpointer.close()
   if restored is None:
     raise OutputDirError(f"'{output_dir}' has no readable checkpoint; train the run first.")
   if n_episodes is not None and n_episodes < 1:
@@ -104,23 +72,22 @@ def evaluate_run(output_dir, n_episodes=None, temperature=0.0):
 
   gin.clear_config()
   run_lib.parse_config([config_path], [])
-  task = run_lib._construct(RLTask)  # pylint: disable=protected-access
+  task = run_lib.construct(RLTask)
   # output_dir=None: a trainer given the folder might write into it.
-  run = run_lib._construct(run_lib.train_rl, output_dir=None,  # pylint: disable=protected-access
-                           task=task)
+  run = run_lib.construct(run_lib.train_rl, output_dir=None, task=task)
   trainer = run.trainer
   try:
     try:
       trainer.load_state_dict(arrays, meta)
     except (ValueError, KeyError, TypeError) as e:
-      reason = run_lib._first_sentence(str(e))[:200]  # pylint: disable=protected-access
+      reason = run_lib.first_sentence(str(e))[:200]
       raise ConfigError(f"the checkpoint in '{output_dir}' does not fit its "
                         f'{run_lib.CONFIG_FILE} ({reason}).') from None
-    n_episodes = n_episodes or trainer._n_eval_episodes  # pylint: disable=protected-access
+    n_episodes = n_episodes or trainer.n_eval_episodes
     if n_episodes < 1:
       raise ConfigError(f"the run in '{output_dir}' has n_eval_episodes = 0; pass "
                         '--n_episodes.')
-    returns = _episode_returns(trainer, trainer.epoch, n_episodes, float(temperature))
+    returns = trainer.episode_returns(float(temperature), n_episodes=n_episodes).tolist()
   finally:
     trainer.close()
   return {'mean': float(np.mean(returns)), 'std': float(np.std(returns)),

@@ -9,7 +9,6 @@ Writes, and prints the first of:
   <RUNS_DIR>/learning_curves.png   eval return against env steps: mean line
                                    and min-max band over seeds per group.
 """
-import importlib.util
 import math
 import os
 import sys
@@ -17,6 +16,7 @@ import sys
 from absl import app
 from absl import flags
 
+from rl import learning_curves as learning
 from rl.metrics import METRICS_FILE
 from rl.metrics import read_metrics
 from rl.run import CONFIG_FILE
@@ -32,21 +32,6 @@ REPORT_FILE = 'report.md'
 PLOT_FILE = 'learning_curves.png'
 
 
-def _load_learning():
-  """benchmarks/learning.py, whose aggregation the report shares.
-
-  benchmarks/ is a folder of scripts, not a package, so the file is loaded by
-  path (as tests/test_learning_benchmark.py does).
-  """
-  path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                      'benchmarks', 'learning.py')
-  spec = importlib.util.spec_from_file_location('rl_learning_benchmark', path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-learning = _load_learning()
 
 
 def find_runs(runs_dir):
@@ -179,7 +164,7 @@ def plot_groups(groups, path, target=None):
   if target is not None:
     ax.axhline(target, color='gray', linestyle='--', label=f'target {target:g}')
   ax.set_xlabel('env steps')
-  steps_label = learning._steps_label  # pylint: disable=protected-access
+  steps_label = learning.steps_label
   ax.xaxis.set_major_formatter(ticker.FuncFormatter(steps_label))
   ax.set_ylabel('eval return (greedy)')
   ax.set_title('eval return: mean and min–max over seeds')

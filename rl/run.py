@@ -83,7 +83,7 @@ class _Run:
     if not isinstance(trainer_class, type):
       raise ConfigError('train_rl.trainer_class must be a trainer class, e.g. '
                         'train_rl.trainer_class = @PolicyGradientTrainer.')
-    self.trainer = _construct(trainer_class, task=task, output_dir=output_dir)
+    self.trainer = construct(trainer_class, task=task, output_dir=output_dir)
 
 
 def _registered_names():
@@ -132,14 +132,14 @@ def _gin_error(e):
   return ConfigError(f'bad gin config: {text[:400]}')
 
 
-def _construct(cls, **kwargs):
+def construct(cls, **kwargs):
   """Calls a gin-configured class, turning bad bindings into ConfigErrors."""
   try:
     return cls(**kwargs)
   except UserError as e:
     # gin appends 'In call to configurable ...' lines; the user needs one line.
     base = next(c for c in type(e).__mro__ if c in (ConfigError, OutputDirError, UserError))
-    raise base(_first_sentence(str(e))) from None
+    raise base(first_sentence(str(e))) from None
   except TypeError as e:
     text = ' '.join(str(e).split())
     m = re.search(r"unexpected keyword argument '([^']+)'", text)
@@ -149,14 +149,14 @@ def _construct(cls, **kwargs):
           f"'{name}' has no parameter '{m.group(1)}'."
           f"{_suggest(m.group(1), _parameters_of(name))} Fix the binding's parameter name.")
       raise return_error from None
-    raise ConfigError(f'cannot build {cls.__name__}: {_first_sentence(text)} '
+    raise ConfigError(f'cannot build {cls.__name__}: {first_sentence(text)} '
                       '(check the types of its gin bindings).') from None
   except (ValueError, AttributeError, KeyError, IndexError) as e:
-    raise ConfigError(f'cannot build {cls.__name__}: {_first_sentence(str(e))} '
+    raise ConfigError(f'cannot build {cls.__name__}: {first_sentence(str(e))} '
                       '(check its gin bindings).') from None
 
 
-def _first_sentence(text):
+def first_sentence(text):
   """The error text without gin's call-site lines, on one line."""
   text = text.split('\n  In call to configurable')[0]
   return ' '.join(text.split())[:400]
@@ -272,8 +272,8 @@ def execute(config_files, bindings, output_dir=None, seed=None, allow_config_cha
   check_output_dir(output_dir)
   full_config = gin.config_str()
 
-  task = _construct(RLTask)
-  run = _construct(train_rl, output_dir=output_dir, task=task)
+  task = construct(RLTask)
+  run = construct(train_rl, output_dir=output_dir, task=task)
   trainer = run.trainer
 
   os.makedirs(output_dir, exist_ok=True)
@@ -297,7 +297,7 @@ def execute(config_files, bindings, output_dir=None, seed=None, allow_config_cha
       except (ValueError, KeyError, TypeError) as e:
         raise ConfigError(
             f"the checkpoint in '{output_dir}' does not fit the configured model or "
-            f'optimizer ({_first_sentence(str(e))[:200]}); a changed binding altered their '
+            f'optimizer ({first_sentence(str(e))[:200]}); a changed binding altered their '
             'shapes. Use another --output_dir.') from None
     else:
       trainer.task.collect_initial()

@@ -185,17 +185,29 @@ class RLTrainer:
     """Reset seed of the evaluation after `epoch`: a pure function of (seed, epoch)."""
     return int(np.random.SeedSequence([self.task.seed, 1, epoch]).generate_state(1)[0])
 
-  def evaluate(self, epoch=None, n_episodes=None, temperatures=None):
-    """Mean eval return per temperature, keyed as in metrics.jsonl."""
+  @property
+  def n_eval_episodes(self):
+    return self._n_eval_episodes
+
+  def episode_returns(self, temperature, epoch=None, n_episodes=None):
+    """Returns of the evaluation episodes after `epoch` at `temperature`.
+
+    Reset seeds and sampling keys are pure functions of (seed, epoch and the
+    temperature's place in eval_temperatures), so evaluating a checkpoint of
+    epoch E again reproduces the returns the run logged for epoch E.
+    """
     epoch = self.epoch if epoch is None else epoch
     n_episodes = n_episodes or self._n_eval_episodes
-    results = {}
-    for i, temperature in enumerate(temperatures or self._eval_temperatures):
-      key = jax.random.fold_in(jax.random.PRNGKey(self.task.seed), 1_000_003 * epoch + i)
-      returns = self.task.evaluate(self.eval_policy(temperature, key), n_episodes,
-                                   self.eval_seed(epoch))
-      results[metrics_lib.eval_key(temperature)] = float(np.mean(returns))
-    return results
+    temperatures = list(self._eval_temperatures)
+    index = temperatures.index(temperature) if temperature in temperatures else len(temperatures)
+    key = jax.random.fold_in(jax.random.PRNGKey(self.task.seed), 1_000_003 * epoch + index)
+    return self.task.evaluate(self.eval_policy(temperature, key), n_episodes,
+                              self.eval_seed(epoch))
+
+  def evaluate(self, epoch=None, n_episodes=None):
+    """Mean eval return per eval temperature, keyed as in metrics.jsonl."""
+    return {metrics_lib.eval_key(t): float(np.mean(self.episode_returns(t, epoch, n_episodes)))
+            for t in self._eval_temperatures}
 
   # -- the epoch loop ----------------------------------------------------------------
 
