@@ -20,6 +20,8 @@ setup(
         "absl-py>=2.1",
         # TensorBoard event files without TensorFlow: tensorboardX only needs protobuf.
         "tensorboardX>=2.6.2,<3",
+        # Sweep files (launch/sweep.py) are YAML, as the reference's were.
+        "pyyaml>=6",
     ],
     extras_require={
         # The tests cover the learning-curve plots too.

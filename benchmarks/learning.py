@@ -33,6 +33,8 @@ CONFIG_DIR = os.path.join(REPO_ROOT, 'configs')
 
 sys.path.insert(0, REPO_ROOT)  # runnable from a checkout without installing the package
 # pylint: disable=wrong-import-position
+from launch.processes import child_env  # noqa: E402
+from launch.processes import rl_run_command  # noqa: E402
 from rl.learning_curves import aggregate_curves  # noqa: E402
 from rl.learning_curves import eval_curve  # noqa: E402
 from rl.learning_curves import final_eval  # noqa: E402,F401  (tests use it from here)
@@ -68,15 +70,6 @@ REGISTRY = {
     'dqn_acrobot': (-100, 100_000),
 }
 
-# Each run gets one core's worth of threads: with N runs on N cores, XLA's
-# Eigen pool and OpenMP would otherwise each start N threads per process and
-# the runs would fight over the cores, inflating every wall-clock number.
-SINGLE_THREAD_ENV = {
-    'XLA_FLAGS': '--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1',
-    'OMP_NUM_THREADS': '1',
-    'MKL_NUM_THREADS': '1',
-    'OPENBLAS_NUM_THREADS': '1',
-}
 
 
 # -- running the runs -----------------------------------------------------------------
@@ -88,21 +81,8 @@ def run_dir(output_dir, config, seed):
 
 def run_command(config, seed, output_dir, extra_config):
   """The `python -m rl.run` command line of one (config, seed)."""
-  command = [sys.executable, '-m', 'rl.run',
-             f'--config_file={os.path.join(CONFIG_DIR, config + ".gin")}',
-             f'--output_dir={run_dir(output_dir, config, seed)}',
-             f'--seed={seed}']
-  for binding in extra_config:
-    command.append(f'--config={binding}')
-  return command
-
-
-def _child_env():
-  env = dict(os.environ)
-  env.update(SINGLE_THREAD_ENV)
-  # The repo root on the path lets `-m rl.run` work without installing the package.
-  env['PYTHONPATH'] = os.pathsep.join(p for p in (REPO_ROOT, env.get('PYTHONPATH')) if p)
-  return env
+  return rl_run_command([os.path.join(CONFIG_DIR, config + '.gin')],
+                        run_dir(output_dir, config, seed), seed, extra_config)
 
 
 def _last_line(path):
@@ -127,7 +107,7 @@ def run_one(config, seed, output_dir, extra_config):
   with open(log_path, 'w') as log:
     process = subprocess.run(run_command(config, seed, output_dir, extra_config),
                              stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
-                             env=_child_env(), check=False)
+                             env=child_env(), check=False)
   return process.returncode, time.perf_counter() - start, log_path
 
 

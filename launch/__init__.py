@@ -1,0 +1,1 @@
+"""Multi-run launching: seed and hyper-parameter sweeps over `python -m rl.run`."""
