@@ -37,15 +37,15 @@ import yaml
 from launch.processes import REPO_ROOT
 from launch.processes import child_env
 from launch.processes import rl_run_command
+from rl import run as _rl_run  # pylint: disable=unused-import  # defines the shared flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_multi_string('config_file', [], 'Gin config files, passed to every run.')
+# --config_file, --config and --output_dir are rl.run's flags (absl allows one
+# definition per name in a process, and tests import both); here they mean the
+# config files and bindings of every run and the sweep's folder.
 flags.DEFINE_string('sweep', None, 'YAML file mapping gin binding names to value lists.')
-flags.DEFINE_string('output_dir', None, 'Folder of the sweep: one subfolder per run.')
 flags.DEFINE_list('seeds', ['0'], 'Seeds to run every grid point with.')
 flags.DEFINE_integer('parallel', None, 'Runs at once (default: the number of CPUs).')
-flags.DEFINE_multi_string('config', [], 'Gin bindings passed to every run, before the '
-                          "sweep's, e.g. 'train_rl.n_epochs = 50'.")
 flags.DEFINE_string('backend', 'local', "Where runs execute; only 'local' (subprocesses "
                     'on this machine) exists so far.')
 
