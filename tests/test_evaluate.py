@@ -1,5 +1,4 @@
 """rl.evaluate: re-evaluating a checkpoint reproduces the logged eval; bad input is one line."""
-import hashlib
 import os
 import subprocess
 import sys
@@ -10,27 +9,10 @@ from rl import evaluate as evaluate_lib
 from rl import run as run_lib
 from rl.errors import OutputDirError
 from rl.metrics import read_metrics
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REINFORCE = os.path.join(ROOT, 'configs', 'reinforce_cartpole.gin')
-# tests/test_run.py's TINY run: 3 quick REINFORCE epochs, 2 eval episodes each.
-TINY = ['train_rl.n_epochs = 3', 'train_rl.checkpoint_every = 1', 'RLTask.n_envs = 4',
-        'PolicyGradientTrainer.n_trajectories_per_epoch = 4',
-        'PolicyGradientTrainer.batch_size = 64', 'PolicyGradientTrainer.n_eval_episodes = 2']
-
-
-def snapshot(folder):
-  """Every file's (and folder's) path with its content hash: 'untouched' means equal."""
-  out = {}
-  for dirpath, dirs, files in os.walk(folder):
-    for name in dirs:
-      out[os.path.relpath(os.path.join(dirpath, name), folder)] = 'dir'
-    for name in files:
-      path = os.path.join(dirpath, name)
-      with open(path, 'rb') as f:
-        out[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
-  return out
-
+from run_helpers import REINFORCE
+from run_helpers import ROOT
+from run_helpers import TINY
+from run_helpers import snapshot
 
 @pytest.fixture(scope='module')
 def finished_run(tmp_path_factory):

@@ -1,5 +1,4 @@
 """The runner end to end: outputs, resume, bad input (one line, non-zero, folder intact)."""
-import hashlib
 import json
 import os
 import signal
@@ -18,26 +17,13 @@ from rl.errors import NonFiniteLossError
 from rl.errors import OutputDirError
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REINFORCE = os.path.join(ROOT, 'configs', 'reinforce_cartpole.gin')
-# A small, quick variant of the shipped config.
-TINY = ['train_rl.n_epochs = 3', 'train_rl.checkpoint_every = 1', 'RLTask.n_envs = 4',
-        'PolicyGradientTrainer.n_trajectories_per_epoch = 4',
-        'PolicyGradientTrainer.batch_size = 64', 'PolicyGradientTrainer.n_eval_episodes = 2']
-
+import run_helpers
+from run_helpers import REINFORCE
+from run_helpers import ROOT
+from run_helpers import TINY
 
 def snapshot(folder):
-  """Every file's content hash (the lock file aside): 'left as it was' means equal."""
-  out = {}
-  for dirpath, _, files in os.walk(folder):
-    for name in files:
-      if name == '.lock':
-        continue
-      path = os.path.join(dirpath, name)
-      with open(path, 'rb') as f:
-        out[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
-  return out
+  return run_helpers.snapshot(folder, ignore=('.lock',))
 
 
 def cli(*args, timeout=240):

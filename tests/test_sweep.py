@@ -8,13 +8,11 @@ import sys
 import pytest
 
 from launch import sweep as sweep_lib
+from run_helpers import REINFORCE
+from run_helpers import ROOT
+from run_helpers import TINY_WITHOUT_ENVS
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REINFORCE = os.path.join(ROOT, 'configs', 'reinforce_cartpole.gin')
-# tests/test_run.py's TINY without RLTask.n_envs, which the sweep below sets.
-TINY = ['train_rl.n_epochs = 3', 'train_rl.checkpoint_every = 1',
-        'PolicyGradientTrainer.n_trajectories_per_epoch = 4',
-        'PolicyGradientTrainer.batch_size = 64', 'PolicyGradientTrainer.n_eval_episodes = 2']
+TINY = TINY_WITHOUT_ENVS  # the sweep below sets RLTask.n_envs
 
 
 def cli(*args, timeout=120):
