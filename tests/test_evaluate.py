@@ -6,20 +6,10 @@ import sys
 import pytest
 
 from rl import evaluate as evaluate_lib
-from rl import run as run_lib
 from rl.errors import OutputDirError
 from rl.metrics import read_metrics
-from run_helpers import REINFORCE
 from run_helpers import ROOT
-from run_helpers import TINY
 from run_helpers import snapshot
-
-@pytest.fixture(scope='module')
-def finished_run(tmp_path_factory):
-  out = str(tmp_path_factory.mktemp('runs') / 'tiny')
-  run_lib.execute([REINFORCE], TINY, out)
-  return out
-
 
 def test_default_evaluation_reproduces_the_last_logged_eval(finished_run):
   before = snapshot(finished_run)

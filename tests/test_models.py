@@ -19,15 +19,7 @@ class FakeDistribution:
     self.n_inputs = n_inputs
 
 
-@pytest.fixture(autouse=True, scope='module')
-def fast_compiles():
-  # These models are tiny, so the suite's time is almost all XLA compilation;
-  # skipping XLA's optimisation passes roughly halves it without changing
-  # what is computed. Restored afterwards so other test modules are unaffected.
-  previous = jax.config.read('jax_disable_most_optimizations')
-  jax.config.update('jax_disable_most_optimizations', True)
-  yield
-  jax.config.update('jax_disable_most_optimizations', previous)
+pytestmark = pytest.mark.usefixtures('fast_compilation')
 
 
 @pytest.fixture(autouse=True)

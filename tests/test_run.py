@@ -31,13 +31,6 @@ def cli(*args, timeout=240):
                         capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.fixture(scope='module')
-def finished_run(tmp_path_factory):
-  out = str(tmp_path_factory.mktemp('runs') / 'tiny')
-  run_lib.execute([REINFORCE], TINY, out)
-  return out
-
-
 def test_outputs_of_a_run(finished_run):
   names = set(os.listdir(finished_run))
   assert {'config.gin', 'metrics.jsonl', 'log.txt', 'checkpoints', 'tensorboard'} <= names

@@ -35,13 +35,7 @@ TINY_GIN = ['MLP.layer_widths = (8,)', "multifactor.factors = 'constant'",
 TINY = dict(n_interactions_per_epoch=16, value_train_steps_per_epoch=2, value_batch_size=8)
 
 
-@pytest.fixture(autouse=True, scope='module')
-def fast_compilation():
-  """XLA without its optimisation passes: most of a tiny epoch is compiling."""
-  before = jax.config.read('jax_disable_most_optimizations')
-  jax.config.update('jax_disable_most_optimizations', True)
-  yield
-  jax.config.update('jax_disable_most_optimizations', before)
+pytestmark = pytest.mark.usefixtures('fast_compilation')
 
 
 def task_for(env, **kwargs):
