@@ -24,9 +24,15 @@ setup(
         "pyyaml>=6",
     ],
     extras_require={
-        # The tests cover the learning-curve plots too.
-        "test": ["pytest>=8", "matplotlib>=3.8"],
         # rl.report and benchmarks/learning.py draw learning curves with matplotlib.
         "plots": ["matplotlib>=3.8"],
+        # launch.sweep --backend=ray: one Ray task per run, on a cluster or a local instance.
+        "ray": ["ray>=2.40,<3"],
+        # rl.evaluate --video: gymnasium's RecordVideo writes mp4 through moviepy (which
+        # brings its own ffmpeg); the classic-control envs draw their frames with pygame.
+        "video": ["moviepy>=2.1,<3", "pygame>=2.5"],
+        # The tests cover all of the above.
+        "test": ["pytest>=8", "matplotlib>=3.8", "ray>=2.40,<3", "moviepy>=2.1,<3",
+                 "pygame>=2.5"],
     },
 )

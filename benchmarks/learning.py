@@ -23,7 +23,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -33,8 +32,7 @@ CONFIG_DIR = os.path.join(REPO_ROOT, 'configs')
 
 sys.path.insert(0, REPO_ROOT)  # runnable from a checkout without installing the package
 # pylint: disable=wrong-import-position
-from launch.processes import child_env  # noqa: E402
-from launch.processes import rl_run_command  # noqa: E402
+from launch.processes import run_rl_logged  # noqa: E402
 from rl.learning_curves import aggregate_curves  # noqa: E402
 from rl.learning_curves import eval_curve  # noqa: E402
 from rl.learning_curves import final_eval  # noqa: E402,F401  (tests use it from here)
@@ -79,36 +77,17 @@ def run_dir(output_dir, config, seed):
   return os.path.join(output_dir, config, f'seed_{seed}')
 
 
-def run_command(config, seed, output_dir, extra_config):
-  """The `python -m rl.run` command line of one (config, seed)."""
-  return rl_run_command([os.path.join(CONFIG_DIR, config + '.gin')],
-                        run_dir(output_dir, config, seed), seed, extra_config)
-
-
-def _last_line(path):
-  """The last non-empty line of a file: rl.run reports its errors as one line."""
-  try:
-    with open(path, errors='replace') as f:
-      lines = [line.strip() for line in f if line.strip()]
-  except OSError:
-    return ''
-  return lines[-1] if lines else ''
-
-
 def run_one(config, seed, output_dir, extra_config):
-  """Runs one (config, seed) to completion. Returns (returncode, seconds, log path).
+  """Runs one (config, seed) to completion. Returns (error line or None, seconds, log path).
 
   Its stdout and stderr go to <output_dir>/<config>/seed_<n>.log, next to the
   run folder rather than in it, so the file cannot get in rl.run's way.
   """
-  os.makedirs(os.path.join(output_dir, config), exist_ok=True)
   log_path = run_dir(output_dir, config, seed) + '.log'
   start = time.perf_counter()
-  with open(log_path, 'w') as log:
-    process = subprocess.run(run_command(config, seed, output_dir, extra_config),
-                             stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
-                             env=child_env(), check=False)
-  return process.returncode, time.perf_counter() - start, log_path
+  error = run_rl_logged([os.path.join(CONFIG_DIR, config + '.gin')],
+                        run_dir(output_dir, config, seed), seed, extra_config, log_path)
+  return error, time.perf_counter() - start, log_path
 
 
 def run_all(jobs, output_dir, extra_config, parallel, stop_at_target=False):
@@ -118,9 +97,9 @@ def run_all(jobs, output_dir, extra_config, parallel, stop_at_target=False):
   config's target (train_rl.stop_at_return), which answers "reached within the
   budget?" without training on to the end of the budget.
 
-  Returns {(config, seed): returncode}.
+  Returns {(config, seed): True if the run finished}.
   """
-  returncodes = {}
+  finished = {}
   print_lock = threading.Lock()
   started = time.perf_counter()
   # Threads only wait on the child processes, so the GIL costs nothing here.
@@ -133,20 +112,13 @@ def run_all(jobs, output_dir, extra_config, parallel, stop_at_target=False):
                for config, seed in jobs}
     for future in concurrent.futures.as_completed(futures):
       config, seed = futures[future]
-      try:
-        returncode, seconds, log_path = future.result()
-      except OSError as e:  # the process could not even start
-        returncode, seconds, log_path = None, 0.0, None
-        detail = str(e)
-      else:
-        detail = _last_line(log_path) if returncode else ''
-      returncodes[(config, seed)] = returncode
+      error, seconds, log_path = future.result()
+      finished[(config, seed)] = error is None
       with print_lock:
-        done = len(returncodes)
-        status = 'ok' if returncode == 0 else f'FAILED (exit {returncode}): {detail} [{log_path}]'
-        print(f'[{done}/{len(futures)}] {config} seed {seed}: {status} in {seconds:.0f} s '
-              f'({time.perf_counter() - started:.0f} s elapsed)', flush=True)
-  return returncodes
+        status = 'ok' if error is None else f'FAILED: {error} [{log_path}]'
+        print(f'[{len(finished)}/{len(futures)}] {config} seed {seed}: {status} in '
+              f'{seconds:.0f} s ({time.perf_counter() - started:.0f} s elapsed)', flush=True)
+  return finished
 
 
 # -- outputs --------------------------------------------------------------------------
@@ -254,7 +226,7 @@ def main(argv=None):
   jobs = [(config, seed) for config in args.configs for seed in args.seeds]
   print(f'{len(jobs)} runs ({len(args.configs)} configs x {len(args.seeds)} seeds), '
         f'{args.parallel} at a time, into {output_dir}', flush=True)
-  returncodes = run_all(jobs, output_dir, args.extra_config, args.parallel,
+  finished = run_all(jobs, output_dir, args.extra_config, args.parallel,
                         args.stop_at_target)
 
   rows, panels, failures, short = [], [], [], []
@@ -263,7 +235,7 @@ def main(argv=None):
     runs, curves = [], []
     for seed in args.seeds:
       records = None
-      if returncodes.get((config, seed)) == 0:
+      if finished.get((config, seed)):
         # A failed run's metrics are not used: it may have been refused for
         # holding an earlier run with another config, whose records they are.
         records = read_records(os.path.join(run_dir(output_dir, config, seed), METRICS_FILE))

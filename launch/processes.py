@@ -1,9 +1,13 @@
-"""Running `python -m rl.run` as child processes: the command line and the environment.
+"""Running `python -m rl.run` as child processes: the command line, environment and log.
 
-Shared by launch/sweep.py and benchmarks/learning.py, which both run many
-runs side by side on one machine.
+Shared by launch/sweep.py (on this machine and inside Ray tasks) and
+benchmarks/learning.py, which all run many runs side by side.
 """
+import ctypes
+import ctypes.util
 import os
+import signal
+import subprocess
 import sys
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -33,3 +37,51 @@ def child_env():
   env.update(SINGLE_THREAD_ENV)
   env['PYTHONPATH'] = os.pathsep.join(p for p in (REPO_ROOT, env.get('PYTHONPATH')) if p)
   return env
+
+
+# Linux can deliver a signal to a child when the thread that started it dies
+# (prctl PR_SET_PDEATHSIG). A sweep killed outright, or a Ray worker killed by
+# ray.cancel, then takes its rl.run with it instead of leaving an orphan that
+# keeps training and holds the run folder's lock. Resolved here, before any
+# fork, so the child only makes the raw call.
+_PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(ctypes.util.find_library('c'), use_errno=True) if sys.platform == 'linux' \
+    else None
+
+
+def _die_with_parent():
+  _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def last_line(text):
+  lines = [line.strip() for line in text.splitlines() if line.strip()]
+  return lines[-1] if lines else ''
+
+
+def run_rl_logged(config_files, output_dir, seed, bindings, log_path, started=None):
+  """Runs `python -m rl.run` to its end; returns None if it finished, else its error line.
+
+  The command is built here, where it runs (on a Ray node that is the node's
+  own Python); paths should already be absolute. stdout goes to `log_path`
+  (rl.run also keeps log.txt inside its folder); stderr is kept for its last
+  line, the error rl.run reports, then appended to the log. `started` is
+  called with the Popen once the child runs, so a caller can stop it.
+  """
+  os.makedirs(os.path.dirname(log_path), exist_ok=True)
+  with open(log_path, 'w') as log:
+    try:
+      process = subprocess.Popen(
+          rl_run_command(config_files, output_dir, seed, bindings), stdout=log,
+          stderr=subprocess.PIPE, text=True, errors='replace', cwd=REPO_ROOT, env=child_env(),
+          preexec_fn=_die_with_parent if _LIBC is not None else None)
+    except OSError as e:  # the process could not even start
+      return f'cannot start rl.run: {e}'
+    if started is not None:
+      started(process)
+    _, stderr = process.communicate()
+    log.write(stderr)
+  if process.returncode == 0:
+    return None
+  if process.returncode < 0:
+    return f'rl.run was stopped by {signal.Signals(-process.returncode).name}'
+  return last_line(stderr) or f'rl.run exited with status {process.returncode}'

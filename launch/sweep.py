@@ -2,41 +2,48 @@ r"""Hyper-parameter and seed sweeps: every grid point x seed as its own `python 
 
   python -m launch.sweep --config_file=configs/ppo_cartpole.gin \
       --sweep=configs/sweeps/ppo_cartpole_sweep.yaml --output_dir=runs/sweep1 \
-      [--seeds=0,1,2] [--parallel=N] [--config 'binding' ...]
+      [--seeds=0,1,2] [--parallel=N] [--config 'binding' ...] \
+      [--backend=local|ray [--ray_address=auto] [--ray_num_cpus=1] [--ray_num_gpus=0]]
 
 The sweep file is YAML mapping gin binding names to lists of values, e.g.
 `RLTask.gamma: [0.99, 0.95]`; the cartesian product of the lists times the
 seeds gives the runs. Each run lives in
   <output_dir>/<name=value,name=value>/seed_<n>
-(names sorted, unsafe characters replaced by '_'), with rl.run's stderr in
-seed_<n>.log next to it, and <output_dir>/index.json lists every run with its
-status ('finished' | 'failed' | 'pending') and, for failed ones, the error line.
+(names sorted, unsafe characters replaced by '_'), with rl.run's stdout and
+stderr in seed_<n>.log next to it, and <output_dir>/index.json lists every run
+with its status ('pending' | 'finished' | 'failed' | 'interrupted') and, for
+failed ones, the error line.
 
 Strings are passed to gin quoted (repr), except those starting with '@' or '%',
 which are gin references and macros; lists become tuples. The sweep bindings
 come after the --config ones. A failed run does not stop the others; the exit
-status is 1 if any failed, 2 on bad input. Rerunning the same command resumes
-unfinished runs and leaves finished ones as they are (rl.run makes a finished
-run a no-op).
+status is 1 if any failed, 2 on bad input, 130 if the sweep was interrupted
+(Ctrl-C or SIGTERM stop its runs). Rerunning the same command resumes
+unfinished runs from their checkpoints and leaves finished ones as they are
+(rl.run makes a finished run a no-op).
+
+Backends (launch/backends.py): 'local' runs --parallel child processes here;
+'ray' submits every run as a Ray task to a cluster, or to a local Ray instance
+when no --ray_address is given.
 """
+import collections
 import concurrent.futures
 import hashlib
 import itertools
 import json
 import os
 import re
-import subprocess
+import signal
 import sys
-import threading
 import time
 
 from absl import app
 from absl import flags
 import yaml
 
-from launch.processes import REPO_ROOT
-from launch.processes import child_env
-from launch.processes import rl_run_command
+from launch import backends
+from launch import processes
+from launch.errors import SweepError
 from rl import run as _rl_run  # pylint: disable=unused-import  # defines the shared flags
 
 FLAGS = flags.FLAGS
@@ -45,9 +52,17 @@ FLAGS = flags.FLAGS
 # config files and bindings of every run and the sweep's folder.
 flags.DEFINE_string('sweep', None, 'YAML file mapping gin binding names to value lists.')
 flags.DEFINE_list('seeds', ['0'], 'Seeds to run every grid point with.')
-flags.DEFINE_integer('parallel', None, 'Runs at once (default: the number of CPUs).')
-flags.DEFINE_string('backend', 'local', "Where runs execute; only 'local' (subprocesses "
-                    'on this machine) exists so far.')
+flags.DEFINE_integer('parallel', None, 'Runs at once (default: the number of CPUs for '
+                     "'local'; for 'ray', every run is submitted and Ray queues them).")
+flags.DEFINE_enum('backend', 'local', ['local', 'ray'], "Where runs execute: 'local' "
+                  "(subprocesses on this machine) or 'ray' (a task each on a Ray cluster; "
+                  "pip install '.[ray]').")
+flags.DEFINE_string('ray_address', None, "The Ray cluster to join: 'auto' (the one started on "
+                    "this node with 'ray start'), 'host:6379' or 'ray://host:10001' (Ray "
+                    'Client). Unset: a new local Ray instance (or $RAY_ADDRESS if set).')
+flags.DEFINE_float('ray_num_cpus', 1.0, 'CPUs Ray reserves for each run (rl.run runs '
+                   'single-threaded on the CPU).')
+flags.DEFINE_float('ray_num_gpus', 0.0, 'GPUs Ray reserves for each run (fractions share one).')
 
 INDEX_FILE = 'index.json'
 SEED_BINDING = 'RLTask.seed'
@@ -57,10 +72,6 @@ _UNSAFE = re.compile(r'[^A-Za-z0-9._+-]')
 # Filesystems cap a name at 255 bytes; longer grid-point names are cut and
 # keep a hash of the full name so they stay distinct.
 MAX_NAME = 200
-
-
-class SweepError(Exception):
-  """Bad input to the sweep; reported as one line, exit status 2."""
 
 
 # -- the grid -----------------------------------------------------------------------
@@ -184,36 +195,17 @@ def parse_seeds(texts):
 # -- running ------------------------------------------------------------------------
 
 
-def run_command(run, config_files, extra_config, output_dir):
-  # Sweep bindings last, so they win over a --config that binds the same name.
-  return rl_run_command(config_files, os.path.join(output_dir, run['folder']), run['seed'],
-                        list(extra_config) + gin_bindings(run['bindings']))
+def job(run, config_files, extra_config, output_dir):
+  """The keyword arguments of processes.run_rl_logged for one run, all paths absolute.
 
-
-def _last_line(text):
-  lines = [line.strip() for line in text.splitlines() if line.strip()]
-  return lines[-1] if lines else ''
-
-
-def run_one(run, config_files, extra_config, output_dir):
-  """Runs one run to its end. Returns its error line, or None if it finished.
-
-  stdout goes to <folder>.log (rl.run also keeps its own log.txt inside the
-  folder); stderr is kept to report its last line, then appended to the log.
+  Absolute here, on the driver: a Ray task runs in another working directory.
+  Sweep bindings come last, so they win over a --config that binds the same name.
   """
-  log_path = os.path.join(output_dir, run['folder'] + '.log')
-  os.makedirs(os.path.dirname(log_path), exist_ok=True)
-  with open(log_path, 'w') as log:
-    try:
-      process = subprocess.run(run_command(run, config_files, extra_config, output_dir),
-                               stdout=log, stderr=subprocess.PIPE, text=True, errors='replace',
-                               cwd=REPO_ROOT, env=child_env(), check=False)
-    except OSError as e:  # the process could not even start
-      return f'cannot start rl.run: {e}'
-    log.write(process.stderr)
-  if process.returncode == 0:
-    return None
-  return _last_line(process.stderr) or f'rl.run exited with status {process.returncode}'
+  return {'config_files': [os.path.abspath(p) for p in config_files],
+          'output_dir': os.path.abspath(os.path.join(output_dir, run['folder'])),
+          'seed': run['seed'],
+          'bindings': list(extra_config) + gin_bindings(run['bindings']),
+          'log_path': os.path.abspath(os.path.join(output_dir, run['folder'] + '.log'))}
 
 
 def write_index(output_dir, header, runs):
@@ -225,44 +217,66 @@ def write_index(output_dir, header, runs):
   os.replace(path + '.tmp', path)
 
 
-def run_sweep(runs, config_files, extra_config, output_dir, parallel, header=None):
-  """Runs every run, `parallel` at once, keeping index.json current.
+class Interrupted(Exception):
+  """The sweep was stopped (SIGINT or SIGTERM); index.json says which runs were cut short."""
 
-  Returns the runs with 'status' (and 'error' for failed ones) filled in.
+
+def _outcome(future):
+  """A finished future's error line (None: the run finished)."""
+  try:
+    return future.result()
+  except Exception as e:  # pylint: disable=broad-except  # e.g. a Ray worker or node died
+    return f'{type(e).__name__}: {processes.last_line(str(e))}'[:500]
+
+
+def run_sweep(runs, config_files, extra_config, output_dir, backend, parallel=None,
+              header=None):
+  """Runs every run on `backend`, at most `parallel` at once, keeping index.json current.
+
+  Returns the runs with 'status' ('finished' | 'failed') and, for failed ones,
+  'error' filled in. On KeyboardInterrupt the backend's runs are stopped, the
+  ones cut short marked 'interrupted' (the rest stay 'pending') and
+  Interrupted is raised; the caller closes the backend.
   """
   os.makedirs(output_dir, exist_ok=True)
   header = header or {}
   runs = [dict(run, status='pending') for run in runs]
   write_index(output_dir, header, runs)
-  lock = threading.Lock()
-  counts = {'running': 0}
+  parallel = parallel or len(runs)
+  queue = collections.deque(runs)
+  in_flight = {}
   started = time.perf_counter()
 
   def progress(run, what):
     n_done = sum(r['status'] == 'finished' for r in runs)
     n_failed = sum(r['status'] == 'failed' for r in runs)
-    print(f'[sweep] {n_done} done / {counts["running"]} running / {n_failed} failed of '
-          f'{len(runs)} ({time.perf_counter() - started:.0f} s): {run["folder"]} {what}',
+    print(f'[sweep] {n_done} done / {len(in_flight)} {backend.in_flight} / {n_failed} failed '
+          f'of {len(runs)} ({time.perf_counter() - started:.0f} s): {run["folder"]} {what}',
           flush=True)
 
-  def work(run):
-    with lock:
-      counts['running'] += 1
-      progress(run, 'started')
-    error = run_one(run, config_files, extra_config, output_dir)
-    with lock:
-      counts['running'] -= 1
-      if error is None:
-        run['status'] = 'finished'
-      else:
-        run['status'], run['error'] = 'failed', error
-      write_index(output_dir, header, runs)
-      progress(run, 'finished' if error is None else f'FAILED: {error}')
-
-  # Threads only wait on the child processes, so the GIL costs nothing here.
-  with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
-    for future in [pool.submit(work, run) for run in runs]:
-      future.result()
+  try:
+    while queue or in_flight:
+      while queue and len(in_flight) < parallel:
+        run = queue.popleft()
+        in_flight[backend.submit(job(run, config_files, extra_config, output_dir))] = run
+        progress(run, 'started')
+      done, _ = concurrent.futures.wait(in_flight,
+                                        return_when=concurrent.futures.FIRST_COMPLETED)
+      for future in done:
+        run = in_flight.pop(future)
+        error = _outcome(future)
+        if error is None:
+          run['status'] = 'finished'
+        else:
+          run['status'], run['error'] = 'failed', error
+        write_index(output_dir, header, runs)
+        progress(run, 'finished' if error is None else f'FAILED: {error}')
+  except KeyboardInterrupt:
+    backend.stop()
+    for run in in_flight.values():
+      run['status'] = 'interrupted'
+    write_index(output_dir, header, runs)
+    raise Interrupted(f'{len(in_flight)} runs cut short, {len(queue)} not started') from None
   return runs
 
 
@@ -271,15 +285,17 @@ def _binding_name(binding):
   return m.group(1) if m else None
 
 
+def _raise_interrupt(signum, frame):
+  del signum, frame
+  raise KeyboardInterrupt
+
+
 def main(argv):
   if len(argv) > 1:
     print(f'launch.sweep: unexpected arguments {argv[1:]}; bindings go in --config.',
           file=sys.stderr)
     sys.exit(2)
   try:
-    if FLAGS.backend != 'local':
-      raise SweepError(f"--backend={FLAGS.backend} is not available; only 'local' is "
-                       "(a 'ray' backend is not built yet).")
     if not FLAGS.config_file:
       raise SweepError('give --config_file, the gin config every run starts from.')
     for path in FLAGS.config_file:
@@ -287,9 +303,12 @@ def main(argv):
         raise SweepError(f"config file '{path}' does not exist; check the --config_file path.")
     if not FLAGS.sweep or not FLAGS.output_dir:
       raise SweepError('give --sweep (the YAML grid) and --output_dir.')
-    parallel = FLAGS.parallel if FLAGS.parallel is not None else (os.cpu_count() or 1)
-    if parallel < 1:
-      raise SweepError(f'--parallel must be at least 1, not {parallel}.')
+    if FLAGS.parallel is not None and FLAGS.parallel < 1:
+      raise SweepError(f'--parallel must be at least 1, not {FLAGS.parallel}.')
+    if FLAGS.backend != 'ray':
+      for name in ('ray_address', 'ray_num_cpus', 'ray_num_gpus'):
+        if FLAGS[name].present:
+          raise SweepError(f'--{name} applies only to --backend=ray.')
     sweep = load_sweep(FLAGS.sweep)
     # A --config binding the sweep also sets would be silently overridden.
     for binding in FLAGS.config:
@@ -301,15 +320,32 @@ def main(argv):
     if os.path.exists(FLAGS.output_dir) and not os.path.isdir(FLAGS.output_dir):
       raise SweepError(f"output folder '{FLAGS.output_dir}' is a file; pass another "
                        '--output_dir.')
+    parallel = FLAGS.parallel
+    if parallel is None and FLAGS.backend == 'local':
+      parallel = os.cpu_count() or 1
+    # Last, as Ray takes seconds to start: all cheaper checks come first.
+    backend = backends.make_backend(FLAGS.backend, parallel, FLAGS.ray_address,
+                                    FLAGS.ray_num_cpus, FLAGS.ray_num_gpus)
   except SweepError as e:
     print(f'launch.sweep: error: {e}', file=sys.stderr)
     sys.exit(2)
   header = {'config_files': FLAGS.config_file, 'sweep': FLAGS.sweep,
-            'extra_config': FLAGS.config, 'seeds': seeds}
-  runs = run_sweep(runs, FLAGS.config_file, FLAGS.config, FLAGS.output_dir, parallel, header)
+            'extra_config': FLAGS.config, 'seeds': seeds, 'backend': FLAGS.backend}
+  index = os.path.join(FLAGS.output_dir, INDEX_FILE)
+  # `kill` and cluster schedulers send SIGTERM: stop the runs as for Ctrl-C.
+  signal.signal(signal.SIGTERM, _raise_interrupt)
+  try:
+    runs = run_sweep(runs, FLAGS.config_file, FLAGS.config, FLAGS.output_dir, backend,
+                     parallel, header)
+  except Interrupted as e:
+    print(f'[sweep] interrupted: {e}; rerun the same command to resume. Index in {index}',
+          flush=True)
+    sys.exit(130)
+  finally:
+    backend.close()
   failed = [r for r in runs if r['status'] == 'failed']
   print(f'[sweep] {len(runs) - len(failed)} of {len(runs)} runs finished, {len(failed)} '
-        f'failed; index in {os.path.join(FLAGS.output_dir, INDEX_FILE)}', flush=True)
+        f'failed; index in {index}', flush=True)
   sys.exit(1 if failed else 0)
 
 

@@ -3,13 +3,19 @@
 Every env the runner makes goes through here, so a bad env id fails once, early,
 with a suggestion, before anything is written to the output folder.
 """
+import contextlib
 import difflib
 import pickle
+import re
 
 import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AutoresetMode
+from gymnasium.wrappers import RecordVideo
 
 from rl.errors import ConfigError
+
+VIDEO_INSTALL_HINT = "pip install '.[video]'"
 
 
 def check_env_id(env_id):
@@ -27,7 +33,7 @@ def check_env_id(env_id):
         "Set RLTask.env to a registered gymnasium id.") from None
 
 
-def make_vector_env(env_id, n_envs, env_kwargs=None, time_limit=None):
+def make_vector_env(env_id, n_envs, env_kwargs=None, time_limit=None, video_folder=None):
   """A synchronous vector env of `n_envs` copies of `env_id`.
 
   SAME_STEP autoreset: a finished sub-env is reset inside the same `step` call
@@ -36,19 +42,91 @@ def make_vector_env(env_id, n_envs, env_kwargs=None, time_limit=None):
   every reset and make exact step counting awkward).
   Sync rather than async: for the small classic-control envs the step costs a
   few microseconds, far below the inter-process overhead of AsyncVectorEnv.
+
+  With `video_folder`, the envs are built with render_mode='rgb_array' and
+  gymnasium's RecordVideo records the first episode of sub-env 0 (from its
+  first reset to its next one) as an mp4 in that folder; no other sub-env or
+  episode is recorded. The file is written when sub-env 0 resets (the
+  autoreset at the end of its episode) or, if the episode is still running,
+  when the vector env is closed. Rendering reads the env state without
+  changing it, so the episodes play exactly as they would unrecorded.
+
+  Raises:
+    ConfigError: unknown env id, bad env kwargs, or (with `video_folder`) an
+      env that cannot render rgb_array frames or a missing video package.
   """
   check_env_id(env_id)
   kwargs = dict(env_kwargs or {})
   if time_limit is not None:
     kwargs['max_episode_steps'] = int(time_limit)
+  if video_folder is not None:
+    modes = _declared_render_modes(env_id)
+    if modes is not None and 'rgb_array' not in modes:
+      raise _cannot_record(env_id, modes)
+    kwargs['render_mode'] = 'rgb_array'
   try:
-    return gym.make_vec(
+    vector_env = gym.make_vec(
         env_id, num_envs=n_envs, vectorization_mode='sync',
         vector_kwargs={'autoreset_mode': AutoresetMode.SAME_STEP}, **kwargs)
   except TypeError as e:
+    if video_folder is not None and 'render_mode' in str(e):
+      # An env that declares no render_modes and takes no render_mode.
+      raise _cannot_record(env_id, None) from None
     raise ConfigError(
         f"cannot build {env_id!r} with RLTask.env_kwargs={env_kwargs!r}: {e}. "
         "Fix or remove the offending env kwarg.") from None
+  if video_folder is None:
+    return vector_env
+  try:
+    # Checked on the built env too: an entry point that is a function, not an
+    # env class, declares its render modes only once called.
+    if vector_env.envs[0].render_mode != 'rgb_array':
+      raise _cannot_record(env_id, vector_env.envs[0].metadata.get('render_modes'))
+    with video_errors(env_id):
+      # Sub-env 0 plays the first evaluation episode; its episode counter
+      # starts at 0 with the first reset.
+      vector_env.envs[0] = RecordVideo(
+          vector_env.envs[0], video_folder, episode_trigger=lambda episode: episode == 0,
+          name_prefix='eval', disable_logger=True)
+  except BaseException:
+    vector_env.close()
+    raise
+  return vector_env
+
+
+def _declared_render_modes(env_id):
+  """The render modes the env's class declares; None where unknown before it is built."""
+  entry_point = gym.spec(env_id).entry_point
+  try:
+    creator = entry_point if callable(entry_point) else load_env_creator(entry_point)
+  except Exception:  # pylint: disable=broad-except
+    return None  # gym.make_vec reports a bad entry point better.
+  metadata = getattr(creator, 'metadata', None)
+  return metadata.get('render_modes') if isinstance(metadata, dict) else None
+
+
+def _cannot_record(env_id, render_modes):
+  """The ConfigError for an env without rgb_array frames (`render_modes`: None if unknown)."""
+  declared = 'none declared' if render_modes is None else f'render_modes {list(render_modes)}'
+  return ConfigError(
+      f"env {env_id!r} cannot render rgb_array frames ({declared}), so it cannot be "
+      "recorded; evaluate it without --video or use an env that renders rgb_array.")
+
+
+@contextlib.contextmanager
+def video_errors(env_id):
+  """Turns gymnasium's DependencyNotInstalled while recording into a ConfigError.
+
+  Rendering (pygame for the classic-control envs) and encoding (moviepy) are
+  optional packages; gymnasium's own message names its extras, not ours.
+  """
+  try:
+    yield
+  except gym.error.DependencyNotInstalled as e:
+    reason = re.split(r'[,;]', str(e))[0].strip() or type(e).__name__
+    raise ConfigError(
+        f"recording a video of {env_id!r} needs a package that is missing ({reason}); "
+        f"install the video extra: {VIDEO_INSTALL_HINT}.") from None
 
 
 def dump_env_state(vector_env):

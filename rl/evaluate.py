@@ -1,14 +1,20 @@
 r"""Re-evaluates a run's latest checkpoint: `python -m rl.evaluate --output_dir=runs/ppo`.
 
-  [--n_episodes=10] [--temperature=0]
+  [--n_episodes=10] [--temperature=0] [--video=ppo.mp4]
 
 The run is rebuilt from its saved operative config (<output_dir>/config.gin),
 its newest checkpoint restored, and `n_episodes` episodes played on the eval
 envs with the trainer's own evaluation seeds for the checkpoint's epoch. So
 the default call (n_episodes = the run's n_eval_episodes, temperature 0)
-reproduces the run's last logged greedy eval_return exactly. Nothing is
-written into the run folder: no lock, no metrics, no checkpoint clean-up.
+reproduces the run's last logged greedy eval_return exactly. It prints the
+mean, std, min and max return. Nothing is written into the run folder: no
+lock, no metrics, no checkpoint clean-up.
+
+--video records the first episode through gymnasium's rgb_array rendering
+into an mp4 file (the returns stay the same). It needs the video extra,
+`pip install '.[video]'` (moviepy, and pygame for the classic-control envs).
 """
+import importlib.util
 import os
 import sys
 
@@ -20,6 +26,7 @@ import numpy as np
 
 from rl import run as run_lib
 from rl.checkpoints import Checkpointer
+from rl.envs import VIDEO_INSTALL_HINT
 from rl.errors import ConfigError
 from rl.errors import OutputDirError
 from rl.errors import UserError
@@ -31,24 +38,36 @@ FLAGS = flags.FLAGS
 flags.DEFINE_integer('n_episodes', None, 'Episodes to play (default: the run\'s '
                      'n_eval_episodes).')
 flags.DEFINE_float('temperature', 0.0, 'Sampling temperature; 0 is greedy.')
+flags.DEFINE_string('video', None, 'Record the first episode to this .mp4 file (needs '
+                    "pip install '.[video]').")
 
 
-def evaluate_run(output_dir, n_episodes=None, temperature=0.0):
+def evaluate_run(output_dir, n_episodes=None, temperature=0.0, video_path=None):
   """Plays the latest checkpoint of the run in `output_dir`.
 
   Args:
     output_dir: the run folder (holding config.gin and checkpoints/).
     n_episodes: episodes to play (None: the run's n_eval_episodes).
     temperature: sampling temperature; 0 is greedy.
+    video_path: an .mp4 file to record the first episode into (missing
+      folders are created, an existing file replaced); None: no video.
 
   Returns:
-    {'mean', 'std', 'min', 'max', 'returns', 'epoch'}: std is the population
-    std (ddof=0), 'returns' one float per episode, 'epoch' the checkpoint's.
+    {'mean', 'std', 'min', 'max', 'returns', 'epoch', 'video'}: std is the
+    population std (ddof=0), 'returns' one float per episode, 'epoch' the
+    checkpoint's, 'video' the video's path or None.
 
   Raises:
     OutputDirError: no run folder, config or checkpoint.
-    ConfigError: the saved config or checkpoint cannot be used.
+    ConfigError: the saved config or checkpoint cannot be used, or the video
+      cannot be recorded (bad path, missing package, env without rgb_array).
   """
+  if video_path is not None:
+    # Checked before the checkpoint is loaded and the episodes are played.
+    if not video_path.lower().endswith('.mp4') or os.path.isdir(video_path):
+      raise ConfigError(f"--video={video_path} must name an .mp4 file, e.g. --video=ppo.mp4.")
+    if importlib.util.find_spec('moviepy') is None:
+      raise ConfigError(f'--video needs moviepy, which is not installed: {VIDEO_INSTALL_HINT}.')
   if not os.path.isdir(output_dir):
     raise OutputDirError(f"run folder '{output_dir}' does not exist; pass a run's "
                          '--output_dir.')
@@ -87,12 +106,13 @@ def evaluate_run(output_dir, n_episodes=None, temperature=0.0):
     if n_episodes < 1:
       raise ConfigError(f"the run in '{output_dir}' has n_eval_episodes = 0; pass "
                         '--n_episodes.')
-    returns = trainer.episode_returns(float(temperature), n_episodes=n_episodes).tolist()
+    returns = trainer.episode_returns(float(temperature), n_episodes=n_episodes,
+                                      video_path=video_path).tolist()
   finally:
     trainer.close()
   return {'mean': float(np.mean(returns)), 'std': float(np.std(returns)),
           'min': float(np.min(returns)), 'max': float(np.max(returns)), 'returns': returns,
-          'epoch': trainer.epoch}
+          'epoch': trainer.epoch, 'video': video_path}
 
 
 def main(argv):
@@ -106,14 +126,26 @@ def main(argv):
   if not FLAGS.output_dir:
     print('rl.evaluate: error: give --output_dir, the run folder to evaluate.', file=sys.stderr)
     sys.exit(2)
+  if FLAGS.video:
+    # Rendering to arrays needs no display, but pygame's display init probes
+    # one and, on a headless machine, prints a spurious SDL error line.
+    os.environ.setdefault('SDL_VIDEODRIVER', 'dummy')
   try:
-    result = evaluate_run(FLAGS.output_dir, FLAGS.n_episodes, FLAGS.temperature)
+    result = evaluate_run(FLAGS.output_dir, FLAGS.n_episodes, FLAGS.temperature,
+                          video_path=FLAGS.video or None)
   except UserError as e:
     print(f'rl.evaluate: error: {e}', file=sys.stderr)
     sys.exit(2)
   print(f"{FLAGS.output_dir} epoch {result['epoch']}: {len(result['returns'])} episodes at "
         f"temperature {FLAGS.temperature:g}: return mean {result['mean']:.2f} "
         f"std {result['std']:.2f} min {result['min']:.2f} max {result['max']:.2f}")
+  if result['video']:
+    # Counted in the written file, not assumed from the episode length.
+    # imageio_ffmpeg comes with moviepy, which --video required.
+    import imageio_ffmpeg  # pylint: disable=import-outside-toplevel
+    n_frames, _ = imageio_ffmpeg.count_frames_and_secs(result['video'])
+    print(f"video of episode 1 (return {result['returns'][0]:.2f}, {n_frames} frames) "
+          f"written to {result['video']}")
 
 
 if __name__ == '__main__':

@@ -16,7 +16,11 @@ to the next epoch (their data stays in the running buffers), so no episode is
 dropped and short episodes are not favoured.
 """
 import collections
+import contextlib
 import math
+import os
+import tempfile
+import warnings
 
 import gin
 import numpy as np
@@ -352,18 +356,62 @@ class RLTask:
 
   # -- evaluation ---------------------------------------------------------------
 
-  def evaluate(self, policy_fn, n_episodes, reset_seed):
+  def evaluate(self, policy_fn, n_episodes, reset_seed, video_path=None):
     """Plays exactly `n_episodes` episodes on separate eval envs; returns their returns.
 
     One env per episode, all stepping together: every episode starts from a
     reset seeded by `reset_seed + i`, so an evaluation is reproducible on its
     own (it touches none of the training envs or generators).
+
+    With `video_path` the first episode (env 0) is also recorded to that mp4
+    file, on fresh envs of its own; the returns are the same as without.
+    Missing parent folders are created. The file appears only once the video
+    is complete: a failure leaves nothing at `video_path`.
     """
+    if video_path is not None:
+      return self._evaluate_recorded(policy_fn, n_episodes, reset_seed, video_path)
     env = self._eval_envs.get(n_episodes)
     if env is None:
       env = envs_lib.make_vector_env(self.env_name, n_episodes, self._env_kwargs,
                                      self.time_limit)
       self._eval_envs[n_episodes] = env
+    return self._play(env, policy_fn, n_episodes, reset_seed)
+
+  def _evaluate_recorded(self, policy_fn, n_episodes, reset_seed, video_path):
+    folder = os.path.dirname(os.path.abspath(video_path))
+    os.makedirs(folder, exist_ok=True)
+    # Recorded into a temporary folder next to the target, then moved in
+    # whole: the same file system makes os.replace atomic, and the folder
+    # goes away with whatever a failed recording left in it.
+    with tempfile.TemporaryDirectory(dir=folder, prefix='.rl-video-') as tmp:
+      # A folder RecordVideo creates itself: it warns about an existing one.
+      recording = os.path.join(tmp, 'video')
+      with envs_lib.video_errors(self.env_name):
+        # Not cached: the recorder records only its env's first episode.
+        env = envs_lib.make_vector_env(self.env_name, n_episodes, self._env_kwargs,
+                                       self.time_limit, video_folder=recording)
+        try:
+          returns = self._play(env, policy_fn, n_episodes, reset_seed)
+        except BaseException:
+          # Closing encodes the partial episode (or warns there is none) into
+          # the folder about to be removed; neither its errors nor its
+          # warnings may hide the failure that stopped the evaluation.
+          with contextlib.suppress(Exception), warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            env.close()
+          raise
+        # Encodes the first episode if it was still running when play stopped.
+        env.close()
+      videos = [name for name in os.listdir(recording) if name.endswith('.mp4')]
+      if len(videos) != 1:
+        raise ConfigError(
+            f"env {self.env_name!r} rendered no image frames, so no video was written; "
+            'evaluate it without --video.')
+      os.replace(os.path.join(recording, videos[0]), video_path)
+    return returns
+
+  def _play(self, env, policy_fn, n_episodes, reset_seed):
+    """Plays one episode on each of the `n_episodes` sub-envs of `env`; returns their returns."""
     obs, _ = env.reset(seed=int(reset_seed))
     returns = np.zeros(n_episodes, np.float64)
     running = np.ones(n_episodes, bool)

@@ -5,11 +5,14 @@ import sys
 
 import pytest
 
+from rl import envs as envs_lib
 from rl import evaluate as evaluate_lib
+from rl.errors import ConfigError
 from rl.errors import OutputDirError
 from rl.metrics import read_metrics
 from run_helpers import ROOT
 from run_helpers import snapshot
+
 
 def test_default_evaluation_reproduces_the_last_logged_eval(finished_run):
   before = snapshot(finished_run)
@@ -52,3 +55,59 @@ def test_cli_missing_folder_is_one_line_and_exit_2(tmp_path):
   assert len(lines) == 1, process.stderr
   assert lines[0].startswith('rl.evaluate: error:') and missing in lines[0]
   assert not os.path.exists(missing)
+
+
+def test_video_records_the_first_episode_without_changing_returns(finished_run, tmp_path,
+                                                                   monkeypatch):
+  # The test extra includes the video extra (moviepy brings imageio_ffmpeg).
+  import imageio_ffmpeg  # pylint: disable=import-outside-toplevel
+  before = snapshot(finished_run)
+  plain = evaluate_lib.evaluate_run(finished_run, n_episodes=2)
+  assert plain['video'] is None
+  video = str(tmp_path / 'videos' / 'tiny.mp4')  # its folder is created
+  result = evaluate_lib.evaluate_run(finished_run, n_episodes=2, video_path=video)
+  # Same seeds and dynamics: rendering must not change a single return.
+  assert result['returns'] == plain['returns']
+  assert result['video'] == video
+  assert os.path.getsize(video) > 1000
+  # Only the mp4 is left: the temporary recording folder is gone.
+  assert os.listdir(tmp_path / 'videos') == ['tiny.mp4']
+  # One frame at the reset and one per step; CartPole pays 1 per step.
+  n_frames, _ = imageio_ffmpeg.count_frames_and_secs(video)
+  assert n_frames == int(result['returns'][0]) + 1
+  # Otherwise read_frames starts ffmpeg with preexec_fn=os.setpgrp: a Python
+  # fork in this JAX (multithreaded) process, which JAX warns may deadlock.
+  monkeypatch.setenv('IMAGEIO_FFMPEG_NO_PREVENT_SIGINT', '1')
+  frames = imageio_ffmpeg.read_frames(video)
+  metadata = next(frames)
+  frames.close()
+  assert metadata['size'] == (600, 400)
+  assert snapshot(finished_run) == before
+
+
+def test_video_path_must_be_mp4(finished_run, tmp_path):
+  video = str(tmp_path / 'tiny.avi')
+  with pytest.raises(ConfigError, match=r'must name an \.mp4 file'):
+    evaluate_lib.evaluate_run(finished_run, video_path=video)
+  assert os.listdir(tmp_path) == []
+
+
+def test_env_without_rgb_array_rendering_cannot_be_recorded(tmp_path):
+  # rl_test/Chain-v0 (conftest) declares no render modes.
+  with pytest.raises(ConfigError, match="'rl_test/Chain-v0' cannot render rgb_array"):
+    envs_lib.make_vector_env('rl_test/Chain-v0', 1, video_folder=str(tmp_path / 'video'))
+  assert os.listdir(tmp_path) == []
+
+
+def test_cli_video_prints_where_it_went(finished_run, tmp_path):
+  video = str(tmp_path / 'tiny.mp4')
+  process = subprocess.run(
+      [sys.executable, '-m', 'rl.evaluate', f'--output_dir={finished_run}', f'--video={video}'],
+      cwd=ROOT, capture_output=True, text=True, timeout=120)
+  assert process.returncode == 0, process.stderr
+  lines = process.stdout.strip().splitlines()
+  assert len(lines) == 2, process.stdout
+  first_return = evaluate_lib.evaluate_run(finished_run)['returns'][0]
+  assert lines[1] == (f'video of episode 1 (return {first_return:.2f}, '
+                      f'{int(first_return) + 1} frames) written to {video}')
+  assert os.path.isfile(video)

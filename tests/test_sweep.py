@@ -1,9 +1,15 @@
-"""launch.sweep: the grid, folder names, and a small sweep end to end (with a failing point)."""
+"""launch.sweep: the grid, folder names, and a small sweep end to end, locally and on Ray."""
+import fcntl
 import hashlib
 import json
 import os
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 
 import pytest
 
@@ -79,18 +85,26 @@ def test_shipped_sweep_file_and_yaml_floats(tmp_path):
 
 
 def test_bad_input_exits_2_with_one_line(tmp_path):
-  result = cli('--backend=ray')
-  assert result.returncode == 2
-  assert result.stderr.strip().splitlines() == [
-      "launch.sweep: error: --backend=ray is not available; only 'local' is (a 'ray' backend "
-      'is not built yet).']
   bad = tmp_path / 'bad.yaml'
   bad.write_text('RLTask.gamma: 0.9\n')
-  result = cli(f'--config_file={REINFORCE}', f'--sweep={bad}', f'--output_dir={tmp_path / "o"}')
-  assert result.returncode == 2
-  assert len(result.stderr.strip().splitlines()) == 1
-  assert 'non-empty list' in result.stderr
-  assert not os.path.exists(tmp_path / 'o')
+  good = tmp_path / 'good.yaml'
+  good.write_text('RLTask.gamma: [0.9]\n')
+  base = [f'--config_file={REINFORCE}', f'--output_dir={tmp_path / "o"}']
+  cases = [
+      ([f'--sweep={bad}'], 'non-empty list'),
+      ([f'--sweep={good}', '--ray_address=auto'], '--ray_address applies only to --backend=ray'),
+      # Nothing listens on a port just freed: refused at once, not after Ray's minutes of retries.
+      ([f'--sweep={good}', '--backend=ray', f'--ray_address=127.0.0.1:{free_port()}'],
+       'cannot reach a Ray cluster'),
+      ([f'--sweep={good}', '--backend=ray', '--ray_num_cpus=0'], '--ray_num_cpus must be > 0'),
+  ]
+  for args, message in cases:
+    result = cli(*base, *args)
+    assert result.returncode == 2, (args, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('launch.sweep: error:'), result.stderr
+    assert message in lines[0], lines[0]
+    assert not os.path.exists(tmp_path / 'o')
 
 
 def file_hash(path):
@@ -98,42 +112,159 @@ def file_hash(path):
     return hashlib.sha256(f.read()).hexdigest()
 
 
-def test_sweep_end_to_end_with_a_failing_point_then_rerun(tmp_path):
+def free_port():
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    return s.getsockname()[1]
+
+
+# Ray 2.60 turns on token authentication for clusters started by `ray start`;
+# the test's cluster lives on loopback for one test module, so it goes without.
+RAY_ENV = dict(os.environ, RAY_AUTH_MODE='disabled')
+
+
+@pytest.fixture(scope='module')
+def ray_head():
+  """A one-node Ray cluster with 2 CPUs, as `ray start --head` makes one; yields its address."""
+  port = free_port()
+  # Ray puts unix sockets under its temp dir, whose paths may not exceed 107 bytes.
+  temp_dir = tempfile.mkdtemp(prefix='ray', dir='/tmp')
+  with open(os.path.join(temp_dir, 'head.log'), 'w') as log:
+    head = subprocess.Popen(
+        [sys.executable, '-c', 'from ray.scripts.scripts import main; main()', 'start',
+         '--head', '--block', f'--port={port}', '--num-cpus=2', '--include-dashboard=false',
+         f'--temp-dir={temp_dir}', '--disable-usage-stats'],
+        stdout=log, stderr=subprocess.STDOUT, env=RAY_ENV, start_new_session=True)
+  try:
+    deadline = time.monotonic() + 120
+    while True:  # the GCS port answers once the head is up
+      assert head.poll() is None, open(os.path.join(temp_dir, 'head.log')).read()
+      try:
+        socket.create_connection(('127.0.0.1', port), timeout=1).close()
+        break
+      except OSError:
+        assert time.monotonic() < deadline, 'the Ray head did not start in 120 s'
+        time.sleep(0.5)
+    yield f'127.0.0.1:{port}'
+  finally:
+    # `ray start --block` stops the processes it started when it gets SIGTERM
+    # (sent to the whole group, the processes linger for half a minute).
+    head.terminate()
+    try:
+      head.wait(60)
+    finally:
+      try:
+        os.killpg(head.pid, signal.SIGKILL)  # whatever is left of the group
+      except ProcessLookupError:
+        pass  # nothing was
+    shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def lock_is_free(run_dir):
+  """True once no process holds rl.run's lock on the folder (its rl.run has exited)."""
+  with open(os.path.join(run_dir, '.lock'), 'a+') as f:
+    try:
+      fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      return False
+    fcntl.flock(f, fcntl.LOCK_UN)
+    return True
+
+
+def epochs_logged(run_dir):
+  path = os.path.join(run_dir, 'metrics.jsonl')
+  if not os.path.exists(path):
+    return []
+  with open(path) as f:
+    return [json.loads(line)['epoch'] for line in f if line.endswith('\n')]
+
+
+def has_checkpoint(run_dir):
+  folder = os.path.join(run_dir, 'checkpoints')
+  return os.path.isdir(folder) and any(name.isdigit() for name in os.listdir(folder))
+
+
+def wait_until_a_run_is_midway(out, sweep, timeout=300):
+  """A good run with a checkpoint that has not logged its last epoch; None if none was seen."""
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline and sweep.poll() is None:
+    for seed in (0, 1):
+      run_dir = out / f'RLTask.n_envs=4/seed_{seed}'
+      if has_checkpoint(run_dir) and len(epochs_logged(run_dir)) < 3:
+        return run_dir
+    time.sleep(0.05)
+  return None
+
+
+@pytest.mark.parametrize('backend', ['local', 'ray'])
+def test_sweep_interrupted_resumed_with_a_failing_point(backend, tmp_path, request):
+  """2 points x 2 seeds: one point rl.run rejects; Ctrl-C midway; the rerun resumes."""
   grid = tmp_path / 'grid.yaml'
   grid.write_text('RLTask.n_envs: [4, 0]  # rl.run rejects 0\n')
   out = tmp_path / 'sweep'
   args = [f'--config_file={REINFORCE}', f'--sweep={grid}', f'--output_dir={out}',
-          '--seeds=0,1', '--parallel=2', *[f'--config={b}' for b in TINY]]
-  result = cli(*args)
-  assert result.returncode == 1, result.stdout + result.stderr
-  assert '[sweep] 2 of 4 runs finished, 2 failed' in result.stdout
-  assert 'running' in result.stdout
+          '--seeds=0,1', *[f'--config={b}' for b in TINY]]
+  env = None
+  if backend == 'ray':
+    args += ['--backend=ray', f'--ray_address={request.getfixturevalue("ray_head")}']
+    env = RAY_ENV
+  else:
+    args += ['--parallel=2']
 
+  # 1. Interrupted as soon as a run has a checkpoint and more epochs to go.
+  sweep = subprocess.Popen([sys.executable, '-m', 'launch.sweep', *args], cwd=ROOT, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  midway = wait_until_a_run_is_midway(out, sweep)
+  if midway is None:
+    sweep.kill()
+  sweep.send_signal(signal.SIGINT)
+  stdout, stderr = sweep.communicate(timeout=120)
+  assert midway is not None, stdout + stderr
+  assert sweep.returncode == 130, stdout + stderr
+  assert '[sweep] interrupted:' in stdout and 'rerun the same command to resume' in stdout
   with open(out / 'index.json') as f:
     index = json.load(f)
-  by_folder = {r['folder']: r for r in index['runs']}
+  assert index['backend'] == backend
+  status = {r['folder']: r['status'] for r in index['runs']}
+  assert status[str(midway.relative_to(out))] == 'interrupted'
+  assert set(status.values()) <= {'pending', 'interrupted', 'finished', 'failed'}
+  # The interrupt stopped its rl.run too (no orphan left training).
+  deadline = time.monotonic() + 30
+  while not lock_is_free(midway):
+    assert time.monotonic() < deadline, 'rl.run still holds its folder after the interrupt'
+    time.sleep(0.2)
+  cut_at = epochs_logged(midway)
+  assert len(cut_at) < 3
+
+  # 2. The same command resumes the cut run and runs the rest; the bad point fails alone.
+  result = cli(*args, timeout=600) if env is None else subprocess.run(
+      [sys.executable, '-m', 'launch.sweep', *args], cwd=ROOT, env=env, capture_output=True,
+      text=True, timeout=600)
+  assert result.returncode == 1, result.stdout + result.stderr
+  assert '[sweep] 2 of 4 runs finished, 2 failed' in result.stdout
+  with open(out / 'index.json') as f:
+    by_folder = {r['folder']: r for r in json.load(f)['runs']}
   assert list(by_folder) == ['RLTask.n_envs=4/seed_0', 'RLTask.n_envs=4/seed_1',
                              'RLTask.n_envs=0/seed_0', 'RLTask.n_envs=0/seed_1']
   for seed in (0, 1):
     ok = by_folder[f'RLTask.n_envs=4/seed_{seed}']
     assert ok['status'] == 'finished' and 'error' not in ok
     assert ok['bindings'] == {'RLTask.n_envs': 4} and ok['seed'] == seed
+    assert epochs_logged(out / ok['folder']) == [1, 2, 3]
     bad = by_folder[f'RLTask.n_envs=0/seed_{seed}']
     assert bad['status'] == 'failed'
     assert bad['error'].startswith('rl.run: error:') and 'n_envs' in bad['error']
     assert not os.path.exists(out / bad['folder'])  # rl.run wrote nothing for it
-  metrics = {seed: out / f'RLTask.n_envs=4/seed_{seed}' / 'metrics.jsonl' for seed in (0, 1)}
-  for path in metrics.values():
-    with open(path) as f:
-      assert [json.loads(line)['epoch'] for line in f] == [1, 2, 3]
+  with open(str(midway) + '.log') as f:
+    assert 'Resuming' in f.read()  # from its checkpoint, not from scratch
   # The seed reached each run: its operative config records it.
   with open(out / 'RLTask.n_envs=4/seed_1' / 'config.gin') as f:
     assert 'RLTask.seed = 1' in f.read()
-  before = {seed: file_hash(path) for seed, path in metrics.items()}
 
-  rerun = cli(*args)
-  assert rerun.returncode == 1, rerun.stdout + rerun.stderr
-  assert {seed: file_hash(path) for seed, path in metrics.items()} == before
-  with open(out / 'index.json') as f:
-    assert [r['status'] for r in json.load(f)['runs']] == [
-        'finished', 'finished', 'failed', 'failed']
+  if backend == 'local':
+    # 3. Once more: finished runs are left exactly as they are.
+    metrics = [out / f'RLTask.n_envs=4/seed_{seed}' / 'metrics.jsonl' for seed in (0, 1)]
+    before = [file_hash(path) for path in metrics]
+    rerun = cli(*args, timeout=600)
+    assert rerun.returncode == 1, rerun.stdout + rerun.stderr
+    assert [file_hash(path) for path in metrics] == before

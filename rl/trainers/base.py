@@ -189,12 +189,14 @@ class RLTrainer:
   def n_eval_episodes(self):
     return self._n_eval_episodes
 
-  def episode_returns(self, temperature, epoch=None, n_episodes=None):
+  def episode_returns(self, temperature, epoch=None, n_episodes=None, video_path=None):
     """Returns of the evaluation episodes after `epoch` at `temperature`.
 
     Reset seeds and sampling keys are pure functions of (seed, epoch and the
     temperature's place in eval_temperatures), so evaluating a checkpoint of
     epoch E again reproduces the returns the run logged for epoch E.
+    With `video_path` the first episode is also recorded there as an mp4
+    (see RLTask.evaluate); the returns are the same.
     """
     epoch = self.epoch if epoch is None else epoch
     n_episodes = n_episodes or self._n_eval_episodes
@@ -202,7 +204,7 @@ class RLTrainer:
     index = temperatures.index(temperature) if temperature in temperatures else len(temperatures)
     key = jax.random.fold_in(jax.random.PRNGKey(self.task.seed), 1_000_003 * epoch + index)
     return self.task.evaluate(self.eval_policy(temperature, key), n_episodes,
-                              self.eval_seed(epoch))
+                              self.eval_seed(epoch), video_path=video_path)
 
   def evaluate(self, epoch=None, n_episodes=None):
     """Mean eval return per eval temperature, keyed as in metrics.jsonl."""
