@@ -19,8 +19,10 @@ which are gin references and macros; lists become tuples. The sweep bindings
 come after the --config ones. A failed run does not stop the others; the exit
 status is 1 if any failed, 2 on bad input, 130 if the sweep was interrupted
 (Ctrl-C or SIGTERM stop its runs). Rerunning the same command resumes
-unfinished runs from their checkpoints and leaves finished ones as they are
-(rl.run makes a finished run a no-op).
+unfinished runs from their checkpoints and skips the runs it finished before
+(same config files, same contents, same --config and seeds; otherwise each
+run is started and rl.run decides: a finished run is a no-op there, a changed
+config an error).
 
 Backends (launch/backends.py): 'local' runs --parallel child processes here;
 'ray' submits every run as a Ray task to a cluster, or to a local Ray instance
@@ -65,6 +67,8 @@ flags.DEFINE_float('ray_num_cpus', 1.0, 'CPUs Ray reserves for each run (rl.run 
 flags.DEFINE_float('ray_num_gpus', 0.0, 'GPUs Ray reserves for each run (fractions share one).')
 
 INDEX_FILE = 'index.json'
+# The index header's entries every run depends on (see finished_before).
+RUN_KEYS = ('config_files', 'config_sha256', 'extra_config')
 SEED_BINDING = 'RLTask.seed'
 # Characters kept in folder names; the rest become '_' so names are safe in
 # shells and on every filesystem.
@@ -217,6 +221,44 @@ def write_index(output_dir, header, runs):
   os.replace(path + '.tmp', path)
 
 
+def config_digests(config_files):
+  """sha256 of each config file's bytes: an edited file makes finished runs count as new."""
+  digests = []
+  for path in config_files:
+    with open(path, 'rb') as f:
+      digests.append(hashlib.sha256(f.read()).hexdigest())
+  return digests
+
+
+def finished_before(output_dir, header, runs):
+  """The folders of `runs` that an earlier invocation of the same sweep finished.
+
+  Same runs: index.json's header has the same RUN_KEYS as `header` (config
+  files, their digests and the --config bindings) and the run the same
+  bindings and seed; seeds or grid points added since do not matter, nor does
+  the backend. Such runs are skipped rather than
+  started again (a finished rl.run would do nothing, but still costs a process
+  start and a checkpoint restore each). Anything else (no index, another
+  header, a run whose folder is gone) is run, and rl.run sorts out the rest.
+  """
+  try:
+    with open(os.path.join(output_dir, INDEX_FILE)) as f:
+      index = json.load(f)
+  except (OSError, ValueError):
+    return set()
+  if not isinstance(index, dict) or any(index.get(k) != header.get(k) for k in RUN_KEYS):
+    return set()
+  wanted = {run['folder']: run for run in runs}
+  done = set()
+  for old in index.get('runs', []):
+    run = wanted.get(old.get('folder'))
+    if (run is not None and old.get('status') == 'finished'
+        and old.get('bindings') == run['bindings'] and old.get('seed') == run['seed']
+        and os.path.isdir(os.path.join(output_dir, run['folder']))):
+      done.add(run['folder'])
+  return done
+
+
 class Interrupted(Exception):
   """The sweep was stopped (SIGINT or SIGTERM); index.json says which runs were cut short."""
 
@@ -240,10 +282,15 @@ def run_sweep(runs, config_files, extra_config, output_dir, backend, parallel=No
   """
   os.makedirs(output_dir, exist_ok=True)
   header = header or {}
-  runs = [dict(run, status='pending') for run in runs]
+  skipped = finished_before(output_dir, header, runs)
+  runs = [dict(run, status='finished' if run['folder'] in skipped else 'pending')
+          for run in runs]
   write_index(output_dir, header, runs)
-  parallel = parallel or len(runs)
-  queue = collections.deque(runs)
+  if skipped:
+    print(f'[sweep] {len(skipped)} of {len(runs)} runs finished earlier; skipping them',
+          flush=True)
+  queue = collections.deque(run for run in runs if run['status'] == 'pending')
+  parallel = parallel or max(1, len(queue))
   in_flight = {}
   started = time.perf_counter()
 
@@ -329,8 +376,10 @@ def main(argv):
   except SweepError as e:
     print(f'launch.sweep: error: {e}', file=sys.stderr)
     sys.exit(2)
-  header = {'config_files': FLAGS.config_file, 'sweep': FLAGS.sweep,
-            'extra_config': FLAGS.config, 'seeds': seeds, 'backend': FLAGS.backend}
+  header = {'config_files': [os.path.abspath(p) for p in FLAGS.config_file],
+            'config_sha256': config_digests(FLAGS.config_file),
+            'extra_config': FLAGS.config, 'sweep': os.path.abspath(FLAGS.sweep),
+            'seeds': seeds, 'backend': FLAGS.backend}
   index = os.path.join(FLAGS.output_dir, INDEX_FILE)
   # `kill` and cluster schedulers send SIGTERM: stop the runs as for Ctrl-C.
   signal.signal(signal.SIGTERM, _raise_interrupt)

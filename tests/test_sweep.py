@@ -1,6 +1,5 @@
 """launch.sweep: the grid, folder names, and a small sweep end to end, locally and on Ray."""
 import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -17,6 +16,7 @@ from launch import sweep as sweep_lib
 from run_helpers import REINFORCE
 from run_helpers import ROOT
 from run_helpers import TINY_WITHOUT_ENVS
+from run_helpers import snapshot
 
 TINY = TINY_WITHOUT_ENVS  # the sweep below sets RLTask.n_envs
 
@@ -105,11 +105,6 @@ def test_bad_input_exits_2_with_one_line(tmp_path):
     assert len(lines) == 1 and lines[0].startswith('launch.sweep: error:'), result.stderr
     assert message in lines[0], lines[0]
     assert not os.path.exists(tmp_path / 'o')
-
-
-def file_hash(path):
-  with open(path, 'rb') as f:
-    return hashlib.sha256(f.read()).hexdigest()
 
 
 def free_port():
@@ -262,9 +257,35 @@ def test_sweep_interrupted_resumed_with_a_failing_point(backend, tmp_path, reque
     assert 'RLTask.seed = 1' in f.read()
 
   if backend == 'local':
-    # 3. Once more: finished runs are left exactly as they are.
-    metrics = [out / f'RLTask.n_envs=4/seed_{seed}' / 'metrics.jsonl' for seed in (0, 1)]
-    before = [file_hash(path) for path in metrics]
+    # 3. Once more: the finished runs are skipped, their folders and logs untouched.
+    before = snapshot(out / 'RLTask.n_envs=4')
     rerun = cli(*args, timeout=600)
     assert rerun.returncode == 1, rerun.stdout + rerun.stderr
-    assert [file_hash(path) for path in metrics] == before
+    assert '[sweep] 2 of 4 runs finished earlier; skipping them' in rerun.stdout
+    assert 'RLTask.n_envs=4/seed_0 started' not in rerun.stdout
+    assert '[sweep] 2 of 4 runs finished, 2 failed' in rerun.stdout
+    assert snapshot(out / 'RLTask.n_envs=4') == before
+
+
+def test_only_the_same_finished_runs_are_skipped(tmp_path):
+  config = tmp_path / 'a.gin'
+  config.write_text('RLTask.gamma = 0.9\n')
+  runs = sweep_lib.expand({'A.b': [1, 2]}, [0])
+  header = {'config_files': [str(config)], 'config_sha256': sweep_lib.config_digests([config]),
+            'extra_config': ['X.y = 1'], 'seeds': [0], 'backend': 'local'}
+  for run in runs:
+    os.makedirs(tmp_path / run['folder'])
+  index = [dict(runs[0], status='finished'), dict(runs[1], status='failed', error='e')]
+  sweep_lib.write_index(str(tmp_path), header, index)
+  assert sweep_lib.finished_before(str(tmp_path), header, runs) == {runs[0]['folder']}
+  # More seeds or another backend: the finished run is still the same run.
+  assert sweep_lib.finished_before(str(tmp_path), dict(header, seeds=[0, 1], backend='ray'),
+                                   runs) == {runs[0]['folder']}
+  # Another --config, or an edited config file: every run is started again.
+  assert not sweep_lib.finished_before(str(tmp_path), dict(header, extra_config=[]), runs)
+  config.write_text('RLTask.gamma = 0.8\n')
+  edited = dict(header, config_sha256=sweep_lib.config_digests([config]))
+  assert not sweep_lib.finished_before(str(tmp_path), edited, runs)
+  # A finished run whose folder was deleted runs again.
+  os.rmdir(tmp_path / runs[0]['folder'])
+  assert not sweep_lib.finished_before(str(tmp_path), header, runs)
