@@ -236,10 +236,10 @@ def finished_before(output_dir, header, runs):
   Same runs: index.json's header has the same RUN_KEYS as `header` (config
   files, their digests and the --config bindings) and the run the same
   bindings and seed; seeds or grid points added since do not matter, nor does
-  the backend. Such runs are skipped rather than
-  started again (a finished rl.run would do nothing, but still costs a process
-  start and a checkpoint restore each). Anything else (no index, another
-  header, a run whose folder is gone) is run, and rl.run sorts out the rest.
+  the backend. Such runs are skipped rather than started again (a finished
+  rl.run would do nothing, but still costs a process start and a checkpoint
+  restore each). Anything else (no index, another header, a run whose folder
+  is gone) is run, and rl.run sorts out the rest.
   """
   try:
     with open(os.path.join(output_dir, INDEX_FILE)) as f:

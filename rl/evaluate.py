@@ -140,7 +140,8 @@ def main(argv):
         f"temperature {FLAGS.temperature:g}: return mean {result['mean']:.2f} "
         f"std {result['std']:.2f} min {result['min']:.2f} max {result['max']:.2f}")
   if result['video']:
-    # Counted in the written file, not assumed from the episode length.
+    # Counted in the written file, not assumed from the episode length:
+    # moviepy drops the last frame of some sequences (float rounding of n / fps).
     # imageio_ffmpeg comes with moviepy, which --video required.
     import imageio_ffmpeg  # pylint: disable=import-outside-toplevel
     n_frames, _ = imageio_ffmpeg.count_frames_and_secs(result['video'])

@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 
+import imageio_ffmpeg  # the test extra includes the video extra, which brings it
 import pytest
 
 from rl import envs as envs_lib
@@ -59,8 +60,6 @@ def test_cli_missing_folder_is_one_line_and_exit_2(tmp_path):
 
 def test_video_records_the_first_episode_without_changing_returns(finished_run, tmp_path,
                                                                    monkeypatch):
-  # The test extra includes the video extra (moviepy brings imageio_ffmpeg).
-  import imageio_ffmpeg  # pylint: disable=import-outside-toplevel
   before = snapshot(finished_run)
   plain = evaluate_lib.evaluate_run(finished_run, n_episodes=2)
   assert plain['video'] is None
@@ -72,9 +71,12 @@ def test_video_records_the_first_episode_without_changing_returns(finished_run, 
   assert os.path.getsize(video) > 1000
   # Only the mp4 is left: the temporary recording folder is gone.
   assert os.listdir(tmp_path / 'videos') == ['tiny.mp4']
-  # One frame at the reset and one per step; CartPole pays 1 per step.
+  # One frame at the reset and one per step; CartPole pays 1 per step. moviepy
+  # (which RecordVideo writes with) drops the last frame of some sequences
+  # through float rounding of n / fps (e.g. 400 frames at 50 fps become 399).
   n_frames, _ = imageio_ffmpeg.count_frames_and_secs(video)
-  assert n_frames == int(result['returns'][0]) + 1
+  length = int(result['returns'][0])
+  assert length <= n_frames <= length + 1
   # Otherwise read_frames starts ffmpeg with preexec_fn=os.setpgrp: a Python
   # fork in this JAX (multithreaded) process, which JAX warns may deadlock.
   monkeypatch.setenv('IMAGEIO_FFMPEG_NO_PREVENT_SIGINT', '1')
@@ -108,6 +110,7 @@ def test_cli_video_prints_where_it_went(finished_run, tmp_path):
   lines = process.stdout.strip().splitlines()
   assert len(lines) == 2, process.stdout
   first_return = evaluate_lib.evaluate_run(finished_run)['returns'][0]
-  assert lines[1] == (f'video of episode 1 (return {first_return:.2f}, '
-                      f'{int(first_return) + 1} frames) written to {video}')
+  n_frames, _ = imageio_ffmpeg.count_frames_and_secs(video)
+  assert lines[1] == (f'video of episode 1 (return {first_return:.2f}, {n_frames} frames) '
+                      f'written to {video}')
   assert os.path.isfile(video)
