@@ -20,9 +20,10 @@ come after the --config ones. A failed run does not stop the others; the exit
 status is 1 if any failed, 2 on bad input, 130 if the sweep was interrupted
 (Ctrl-C or SIGTERM stop its runs). Rerunning the same command resumes
 unfinished runs from their checkpoints and skips the runs it finished before
-(same config files, same contents, same --config and seeds; otherwise each
-run is started and rl.run decides: a finished run is a no-op there, a changed
-config an error).
+(same config files, same parsed config, same --config; otherwise each run is
+started and rl.run decides: a finished run is a no-op there, a changed config
+an error). The config is parsed with every grid point's bindings before any
+run starts, so a typo fails the sweep once, with exit status 2.
 
 Backends (launch/backends.py): 'local' runs --parallel child processes here;
 'ray' submits every run as a Ray task to a cluster, or to a local Ray instance
@@ -41,12 +42,14 @@ import time
 
 from absl import app
 from absl import flags
+import gin
 import yaml
 
 from launch import backends
 from launch import processes
 from launch.errors import SweepError
-from rl import run as _rl_run  # pylint: disable=unused-import  # defines the shared flags
+from rl import run as run_lib  # also defines the flags this shares
+from rl.errors import UserError
 
 FLAGS = flags.FLAGS
 # --config_file, --config and --output_dir are rl.run's flags (absl allows one
@@ -68,7 +71,7 @@ flags.DEFINE_float('ray_num_gpus', 0.0, 'GPUs Ray reserves for each run (fractio
 
 INDEX_FILE = 'index.json'
 # The index header's entries every run depends on (see finished_before).
-RUN_KEYS = ('config_files', 'config_sha256', 'extra_config')
+RUN_KEYS = ('config_files', 'config_digest', 'extra_config')
 SEED_BINDING = 'RLTask.seed'
 # Characters kept in folder names; the rest become '_' so names are safe in
 # shells and on every filesystem.
@@ -221,20 +224,37 @@ def write_index(output_dir, header, runs):
   os.replace(path + '.tmp', path)
 
 
-def config_digests(config_files):
-  """sha256 of each config file's bytes: an edited file makes finished runs count as new."""
-  digests = []
-  for path in config_files:
-    with open(path, 'rb') as f:
-      digests.append(hashlib.sha256(f.read()).hexdigest())
-  return digests
+def check_config(config_files, extra_config, runs):
+  """Parses the config as every grid point's rl.run will; returns the base config's digest.
+
+  A typo (an unknown parameter, a bad value, a missing include) then fails the
+  sweep once, up front, instead of every run. The digest (sha256 of the parsed
+  config files and --config bindings, includes and all) tells finished_before
+  whether an earlier sweep ran the same config.
+  """
+  points = {point_name(run['bindings']): run['bindings'] for run in runs}
+  try:
+    for name, bindings in points.items():
+      gin.clear_config()
+      try:
+        run_lib.parse_config(config_files, list(extra_config) + gin_bindings(bindings))
+      except UserError as e:
+        raise SweepError(f'grid point {name}: {e}') from None
+    gin.clear_config()
+    try:
+      run_lib.parse_config(config_files, extra_config)
+    except UserError as e:
+      raise SweepError(str(e)) from None
+    return hashlib.sha256(gin.config_str().encode()).hexdigest()
+  finally:
+    gin.clear_config()
 
 
 def finished_before(output_dir, header, runs):
   """The folders of `runs` that an earlier invocation of the same sweep finished.
 
   Same runs: index.json's header has the same RUN_KEYS as `header` (config
-  files, their digests and the --config bindings) and the run the same
+  files, the parsed config's digest and the --config bindings) and the run the same
   bindings and seed; seeds or grid points added since do not matter, nor does
   the backend. Such runs are skipped rather than started again (a finished
   rl.run would do nothing, but still costs a process start and a checkpoint
@@ -367,6 +387,7 @@ def main(argv):
     if os.path.exists(FLAGS.output_dir) and not os.path.isdir(FLAGS.output_dir):
       raise SweepError(f"output folder '{FLAGS.output_dir}' is a file; pass another "
                        '--output_dir.')
+    config_digest = check_config(FLAGS.config_file, FLAGS.config, runs)
     parallel = FLAGS.parallel
     if parallel is None and FLAGS.backend == 'local':
       parallel = os.cpu_count() or 1
@@ -377,7 +398,7 @@ def main(argv):
     print(f'launch.sweep: error: {e}', file=sys.stderr)
     sys.exit(2)
   header = {'config_files': [os.path.abspath(p) for p in FLAGS.config_file],
-            'config_sha256': config_digests(FLAGS.config_file),
+            'config_digest': config_digest,
             'extra_config': FLAGS.config, 'sweep': os.path.abspath(FLAGS.sweep),
             'seeds': seeds, 'backend': FLAGS.backend}
   index = os.path.join(FLAGS.output_dir, INDEX_FILE)

@@ -268,11 +268,15 @@ def test_sweep_interrupted_resumed_with_a_failing_point(backend, tmp_path, reque
 
 
 def test_only_the_same_finished_runs_are_skipped(tmp_path):
+  included = tmp_path / 'b.gin'
+  included.write_text('RLTask.gamma = 0.9\n')
   config = tmp_path / 'a.gin'
-  config.write_text('RLTask.gamma = 0.9\n')
-  runs = sweep_lib.expand({'A.b': [1, 2]}, [0])
-  header = {'config_files': [str(config)], 'config_sha256': sweep_lib.config_digests([config]),
-            'extra_config': ['X.y = 1'], 'seeds': [0], 'backend': 'local'}
+  config.write_text(f"include '{included}'\nRLTask.n_envs = 2\n")
+  runs = sweep_lib.expand({'RLTask.time_limit': [10, 20]}, [0])
+  extra = ['RLTask.max_steps = 5']
+  header = {'config_files': [str(config)],
+            'config_digest': sweep_lib.check_config([str(config)], extra, runs),
+            'extra_config': extra, 'seeds': [0], 'backend': 'local'}
   for run in runs:
     os.makedirs(tmp_path / run['folder'])
   index = [dict(runs[0], status='finished'), dict(runs[1], status='failed', error='e')]
@@ -281,11 +285,23 @@ def test_only_the_same_finished_runs_are_skipped(tmp_path):
   # More seeds or another backend: the finished run is still the same run.
   assert sweep_lib.finished_before(str(tmp_path), dict(header, seeds=[0, 1], backend='ray'),
                                    runs) == {runs[0]['folder']}
-  # Another --config, or an edited config file: every run is started again.
+  # Another --config, or an edited config file (an included one too): all run again.
   assert not sweep_lib.finished_before(str(tmp_path), dict(header, extra_config=[]), runs)
-  config.write_text('RLTask.gamma = 0.8\n')
-  edited = dict(header, config_sha256=sweep_lib.config_digests([config]))
+  included.write_text('RLTask.gamma = 0.8\n')
+  edited = dict(header, config_digest=sweep_lib.check_config([str(config)], extra, runs))
+  assert edited['config_digest'] != header['config_digest']
   assert not sweep_lib.finished_before(str(tmp_path), edited, runs)
   # A finished run whose folder was deleted runs again.
   os.rmdir(tmp_path / runs[0]['folder'])
   assert not sweep_lib.finished_before(str(tmp_path), header, runs)
+
+
+def test_a_config_typo_fails_the_sweep_up_front(tmp_path):
+  grid = tmp_path / 'grid.yaml'
+  grid.write_text('RLTask.gama: [0.9, 0.8]\n')
+  result = cli(f'--config_file={REINFORCE}', f'--sweep={grid}', f'--output_dir={tmp_path / "o"}')
+  assert result.returncode == 2
+  assert result.stderr.strip().splitlines() == [
+      "launch.sweep: error: grid point RLTask.gama=0.9: 'RLTask' has no parameter 'gama'. "
+      "Did you mean 'gamma'? Fix the binding's parameter name."]
+  assert not os.path.exists(tmp_path / 'o')
