@@ -110,7 +110,7 @@ class RayBackend:
     try:
       # The runs' own output goes to their logs, so workers' prints stay there.
       ray.init(address=address, log_to_driver=False)
-    except (ConnectionError, ValueError, RuntimeError) as e:
+    except Exception as e:  # pylint: disable=broad-except  # Ray raises many kinds here
       message = ' '.join(str(e).split())[:300]
       raise SweepError(f'cannot start or join Ray at {address or "a local instance"}: '
                        f'{message}') from None

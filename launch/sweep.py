@@ -64,7 +64,8 @@ flags.DEFINE_enum('backend', 'local', ['local', 'ray'], "Where runs execute: 'lo
                   "pip install '.[ray]').")
 flags.DEFINE_string('ray_address', None, "The Ray cluster to join: 'auto' (the one started on "
                     "this node with 'ray start'), 'host:6379' or 'ray://host:10001' (Ray "
-                    'Client). Unset: a new local Ray instance (or $RAY_ADDRESS if set).')
+                    "Client, needs pip install 'ray[client]'). Unset: a new local Ray "
+                    'instance (or $RAY_ADDRESS if set).')
 flags.DEFINE_float('ray_num_cpus', 1.0, 'CPUs Ray reserves for each run (rl.run runs '
                    'single-threaded on the CPU).')
 flags.DEFINE_float('ray_num_gpus', 0.0, 'GPUs Ray reserves for each run (fractions share one).')
