@@ -63,16 +63,24 @@ def rows(*xs):
   return jnp.array(xs, jnp.float32)
 
 
-def test_one_step_targets_bootstrap_after_truncation_but_not_after_termination():
-  # Slices of 2 rows (n = 1); Q_target of the second row, 2 actions.
-  # a: a middle step, r = 1, next state's Q = (5, 7): y = 1 + 0.5 * 7 = 4.5
-  # b: a terminal step, r = 3 (next row = final obs, mask 0): y = 3, its Q unused
-  # c: a truncated step, r = 4, final obs Q = (2, 6): y = 4 + 0.5 * 6 = 7
+def one_step_slices():
+  """Three slices of 2 rows (n = 1), 2 actions: rewards, dones, mask and Q_target.
+
+  a: a middle step, r = 1, next state's Q_target = (5, 7)
+  b: a terminal step, r = 3 (next row = final obs, mask 0), its Q_target unused
+  c: a truncated step, r = 4, final obs Q_target = (2, 6)
+  """
   rewards = rows([1, 2], [3, 0], [4, 0])
   dones = rows([0, 0], [1, 0], [0, 0])
   mask = rows([1, 1], [1, 0], [1, 0])
   q_target = jnp.array([[[0, 0], [5, 7]], [[0, 0], [100, 100]], [[0, 0], [2, 6]]],
                        jnp.float32)
+  return rewards, dones, mask, q_target
+
+
+def test_one_step_targets_bootstrap_after_truncation_but_not_after_termination():
+  # a: y = 1 + 0.5 * 7 = 4.5; b: y = 3; c: y = 4 + 0.5 * 6 = 7
+  rewards, dones, mask, q_target = one_step_slices()
   values = value.greedy_values(q_target)
   y = value.n_step_targets(rewards, values, dones, mask, GAMMA, 1)
   np.testing.assert_allclose(np.asarray(y)[:, 0], [4.5, 3.0, 7.0], rtol=1e-6)
@@ -105,11 +113,7 @@ def test_double_dqn_evaluates_the_online_networks_action_with_the_target_network
   # in both, so the bootstraps are 5 and 2 instead of max = 7 and 6:
   # middle step 1 + 0.5 * 5 = 3.5, truncated step 4 + 0.5 * 2 = 5; the
   # terminal step stays 3.
-  rewards = rows([1, 2], [3, 0], [4, 0])
-  dones = rows([0, 0], [1, 0], [0, 0])
-  mask = rows([1, 1], [1, 0], [1, 0])
-  q_target = jnp.array([[[0, 0], [5, 7]], [[0, 0], [100, 100]], [[0, 0], [2, 6]]],
-                       jnp.float32)
+  rewards, dones, mask, q_target = one_step_slices()
   q_online = jnp.array([[[0, 0], [1, 0]], [[0, 0], [0, 1]], [[0, 0], [3, -1]]], jnp.float32)
   values = value.double_q_values(q_target, q_online)
   np.testing.assert_allclose(np.asarray(values)[:, 1], [5, 100, 2])
