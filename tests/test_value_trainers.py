@@ -146,14 +146,19 @@ def constant_q_target(trainer, q_per_action):
   return dict(trainer._target, params=params)
 
 
+def chain_of_three(terminate):
+  """A task on the 3-step chain, gamma 0.5: terminated after step 2, or truncated there."""
+  kwargs = {'env_kwargs': {'length': 3, 'terminate': terminate}, 'gamma': GAMMA}
+  if not terminate:
+    kwargs['time_limit'] = 3
+  return task_for('rl_test/Chain-v0', **kwargs)
+
+
 @pytest.mark.parametrize('terminate', [True, False], ids=['terminated', 'truncated'])
 def test_every_step_is_trained_and_only_termination_stops_the_bootstrap(terminate):
   # Chain of 3 steps (obs t, reward t + 1), gamma 0.5: either it terminates
   # after step 2, or a time limit of 3 truncates it there.
-  kwargs = {'env_kwargs': {'length': 3, 'terminate': terminate}, 'gamma': GAMMA}
-  if not terminate:
-    kwargs['time_limit'] = 3
-  task = task_for('rl_test/Chain-v0', **kwargs)
+  task = chain_of_three(terminate)
   trainer = DQN(task, **dict(TINY, n_interactions_per_epoch=6, value_batch_size=64))
   task.collect(trainer.collect_policy(), n_interactions=6)
   trainer._target = constant_q_target(trainer, [2.0, 1.0])  # max Q = 2 everywhere
@@ -180,10 +185,7 @@ TWO_STEP = {True: {0: 2.5, 1: 3.5, 2: 3.0}, False: {0: 2.5, 1: 4.0, 2: 4.0}}
 
 @pytest.mark.parametrize('terminate', [True, False], ids=['terminated', 'truncated'])
 def test_two_step_targets_through_the_task(terminate):
-  kwargs = {'env_kwargs': {'length': 3, 'terminate': terminate}, 'gamma': GAMMA}
-  if not terminate:
-    kwargs['time_limit'] = 3
-  task = task_for('rl_test/Chain-v0', **kwargs)
+  task = chain_of_three(terminate)
   trainer = DQN(task, max_slice_length=3, **dict(TINY, n_interactions_per_epoch=6,
                                                   value_batch_size=64))
   task.collect(trainer.collect_policy(), n_interactions=6)
