@@ -255,7 +255,8 @@ def main(argv=None):
     panels.append({'config': config, 'target': target, 'budget': budget, 'curves': curves,
                    'n_reached': row['n_reached'], 'n_runs': row['n_runs']})
 
-  table = format_table(rows)
+  table = format_table(rows, 'final eval at the stop (mean ± std)' if args.stop_at_target
+                       else 'final eval at budget (mean ± std)')
   notes = ['', f"Seeds: {', '.join(map(str, args.seeds))}."
            + (f" Extra bindings: {'; '.join(args.extra_config)}." if args.extra_config else ''),
            'Target: the first epoch whose greedy eval_return >= target with env steps <= '
@@ -263,7 +264,13 @@ def main(argv=None):
            "epochs' collect + train + eval times (start-up excluded). Final eval: the "
            "run's last eval_return, mean ± population std over seeds"
            + (' (runs stopped at their first eval at or above the target).'
-              if args.stop_at_target else '.')]
+              if args.stop_at_target else ', at the end of the budget.')
+           + ' Holding: seeds whose final eval is at least the target minus 10% of |target|.']
+  unstable = [row['config'] for row in rows
+              if row['n_final'] and row['n_holding'] < row['n_runs'] and not args.stop_at_target]
+  if unstable:
+    notes.append('Unstable (a seed ends more than 10% of |target| below the target): '
+                 f"{', '.join(unstable)}.")
   if short:
     notes.append('Runs that missed the target but stopped before the budget (raise '
                  f"train_rl.n_epochs, e.g. with --extra_config): {', '.join(short)}.")

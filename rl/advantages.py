@@ -44,10 +44,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rl.errors import ConfigError
+
 
 def _check_margin(margin, minimum=0):
   if int(margin) != margin or margin < minimum:
-    raise ValueError(f"margin must be an integer >= {minimum}, got {margin!r}.")
+    raise ConfigError(f"margin must be an integer >= {minimum}, got {margin!r}.")
   return int(margin)
 
 

@@ -103,11 +103,6 @@ class Checkpointer:
       return step, arrays, meta
     return None
 
-  def delete_after(self, step):
-    for s in self.all_steps():
-      if s > step:
-        self._manager.delete(s)
-
   def close(self):
     self._manager.close()
 

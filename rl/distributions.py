@@ -23,6 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rl.errors import ConfigError
+
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _HALF_LOG_2PI_E = 0.5 * math.log(2.0 * math.pi * math.e)
 
@@ -104,7 +106,7 @@ class Categorical(_Distribution):
   def __init__(self, n_categories, shape=()):
     n_categories = int(n_categories)
     if n_categories < 1:
-      raise ValueError(f"n_categories must be >= 1, got {n_categories}.")
+      raise ConfigError(f"n_categories must be >= 1, got {n_categories}.")
     self.n_categories = n_categories
     self.shape = tuple(int(s) for s in shape)
     self.action_shape = self.shape
@@ -159,11 +161,11 @@ class Gaussian(_Distribution):
 
   def __init__(self, shape=(), std=1.0, learn_std=None):
     if learn_std not in _LEARN_STD_MODES:
-      raise ValueError(
+      raise ConfigError(
           f"learn_std must be one of {_LEARN_STD_MODES}, got {learn_std!r}.")
     std = float(std)
     if std <= 0.0:
-      raise ValueError(f"std must be > 0, got {std}.")
+      raise ConfigError(f"Gaussian.std must be > 0, got {std}.")
     self.shape = tuple(int(s) for s in shape)
     self.action_shape = self.shape
     self.std = std
@@ -194,6 +196,29 @@ class Gaussian(_Distribution):
       # 'shared' has a single raw column, broadcast over all d dims.
       stds = jnp.broadcast_to(stds, batch_shape + (self.d,)).reshape(batch_shape + self.shape)
     return means, stds
+
+  def spread_inputs(self, space):
+    """dist_inputs of a wide Gaussian over Box `space`, for random initial actions.
+
+    The means sit at the middle of each bounded dimension (0 where a bound is
+    infinite). A learned std is set to the std of the uniform distribution
+    over [low, high], (high - low) / sqrt(12), where bounded ('shared': the
+    mean over the dimensions), and to `std` elsewhere; a fixed std is what it
+    is. Actions sampled from these inputs are exactly as likely as the inputs
+    say, which uniform draws stored with made-up inputs would not be.
+    """
+    low = np.broadcast_to(np.asarray(space.low, np.float64), self.shape).reshape(-1)
+    high = np.broadcast_to(np.asarray(space.high, np.float64), self.shape).reshape(-1)
+    bounded = np.isfinite(low) & np.isfinite(high)
+    means = np.where(bounded, (np.where(bounded, low, 0) + np.where(bounded, high, 0)) / 2, 0.0)
+    inputs = [means]
+    if self.learn_std:
+      stds = np.where(bounded, (np.where(bounded, high - low, 0)) / math.sqrt(12.0), self.std)
+      stds = np.maximum(stds, 1e-6)
+      if self.learn_std == "shared":
+        stds = stds.mean(keepdims=True)
+      inputs.append([inverse_softplus(s) - self._raw_std_offset for s in stds])
+    return np.concatenate(inputs).astype(np.float32)
 
   @_jit_method
   def mode(self, dist_inputs):

@@ -9,8 +9,12 @@ class UserError(Exception):
   """Bad input from the user (config, flags, env id, output folder)."""
 
 
-class ConfigError(UserError):
-  """A gin config that cannot run (unknown binding, bad value, bad combination)."""
+class ConfigError(UserError, ValueError):
+  """A gin config that cannot run (unknown binding, bad value, bad combination).
+
+  Also a ValueError: it is raised for bad argument values, and callers of the
+  library (not the runner) may catch it as one.
+  """
 
 
 class OutputDirError(UserError):

@@ -106,6 +106,7 @@ def summarize_config(name, target, budget, runs):
   """
   reached = [r for r in runs if r['reached']]
   finals = [r['final'] for r in runs if r['final'] is not None]
+  floor = holding_floor(target)
   return {
       'config': name,
       'target': target,
@@ -118,7 +119,19 @@ def summarize_config(name, target, budget, runs):
       'final_mean': statistics.fmean(finals) if finals else None,
       'final_std': statistics.pstdev(finals) if finals else None,
       'n_final': len(finals),
+      'final_min': min(finals) if finals else None,
+      # Seeds whose final eval is still within 10% of |target| of the target:
+      # a config that solves its task and then unlearns it does not hold.
+      'n_holding': (sum(f >= floor for f in finals)
+                    if floor is not None else None),
   }
+
+
+def holding_floor(target):
+  """The lowest final eval that still counts as holding `target`: 10% of |target| below it."""
+  if target is None:
+    return None
+  return target - 0.1 * abs(target)
 
 
 def fmt_number(value, digits=0):
@@ -127,11 +140,18 @@ def fmt_number(value, digits=0):
   return f'{value:,.{digits}f}'
 
 
-def format_table(rows):
-  """The markdown table of `summarize_config` rows."""
+def format_table(rows, final_label='final eval at budget (mean ± std)'):
+  """The markdown table of `summarize_config` rows.
+
+  `final_label` heads the final-eval column (runs stopped at their target
+  end there, not at their budget). The last two columns say where the runs
+  ended: the lowest final eval over the seeds, and how many seeds ended
+  within 10% of |target| of the target.
+  """
   header = ('| config | target | budget (env steps) | seeds reaching target | '
-            'median env steps to target | median wall s to target | final eval (mean ± std) |')
-  lines = [header, '|' + '---|' * 7]
+            'median env steps to target | median wall s to target | '
+            f'{final_label} | lowest final | seeds holding (within 10%) |')
+  lines = [header, '|' + '---|' * 9]
   for row in rows:
     if row['final_mean'] is None:
       final = '—'
@@ -140,10 +160,12 @@ def format_table(rows):
       if row['n_final'] != row['n_runs']:
         # Say when the mean is over fewer seeds than the row ran.
         final += f" ({row['n_final']}/{row['n_runs']} seeds)"
+    holding = '—' if row['n_final'] == 0 else f"{row['n_holding']}/{row['n_runs']}"
     lines.append(
         f"| {row['config']} | {fmt_number(row['target'])} | {fmt_number(row['budget'])} | "
         f"{row['n_reached']}/{row['n_runs']} | {fmt_number(row['median_steps'])} | "
-        f"{fmt_number(row['median_seconds'], 1)} | {final} |")
+        f"{fmt_number(row['median_seconds'], 1)} | {final} | "
+        f"{fmt_number(row['final_min'], 1)} | {holding} |")
   return '\n'.join(lines)
 
 

@@ -34,6 +34,8 @@ import gin
 import jax
 import jax.numpy as jnp
 
+from rl.errors import ConfigError
+
 __all__ = [
     'MLP',
     'MLPModule',
@@ -83,7 +85,7 @@ def _resolve_activation(activation: str | Callable) -> Callable:
     return activation
   if isinstance(activation, str) and activation.lower() in _ACTIVATIONS:
     return _ACTIVATIONS[activation.lower()]
-  raise ValueError(
+  raise ConfigError(
       f'Unknown activation_fn {activation!r}; use a callable or one of '
       f'{sorted(_ACTIVATIONS)}.')
 
@@ -117,7 +119,7 @@ def _symmetric_uniform(limit: float) -> Callable:
 def _head_kernel_init(head_init_range: float | None, default_gain: float) -> Callable:
   if head_init_range is not None:
     if head_init_range <= 0:
-      raise ValueError(f'head_init_range must be positive, got {head_init_range}.')
+      raise ConfigError(f'head_init_range must be positive, got {head_init_range}.')
     return _symmetric_uniform(float(head_init_range))
   return nn.initializers.orthogonal(scale=default_gain)
 
@@ -472,7 +474,7 @@ class PolicyAndValueModel(nn.Module):
     joint = self.body is not None
     separate = self.policy_body is not None and self.value_body is not None
     if joint == separate:
-      raise ValueError('PolicyAndValueModel needs either `body` (joint) or both '
+      raise ConfigError('PolicyAndValueModel needs either `body` (joint) or both '
                        '`policy_body` and `value_body` (separate).')
     self.policy_head = _head(self.n_inputs, self.head_init_range, _POLICY_HEAD_GAIN)
     self.value_head = _head(1, self.head_init_range, _VALUE_HEAD_GAIN)

@@ -110,6 +110,59 @@ def _parameters_of(selector):
   return sorted(names)
 
 
+# Integer parameters whose default is None (their other integer parameters
+# are recognised by their integer defaults).
+_INTEGER_PARAMETERS_WITHOUT_DEFAULT = frozenset((
+    'n_trajectories_per_epoch', 'n_interactions_per_epoch', 'collect_per_epoch',
+    'max_steps', 'time_limit'))
+
+
+def _parameter_default(fn, name):
+  """The default of parameter `name` of a configurable (following **kwargs up the MRO)."""
+  targets = fn.__mro__ if isinstance(fn, type) else [fn]
+  for target in targets:
+    init = target.__init__ if isinstance(target, type) else target
+    try:
+      params = inspect.signature(init).parameters
+    except (TypeError, ValueError):
+      continue
+    if name in params:
+      return params[name].default
+  return inspect.Parameter.empty
+
+
+def check_integer_bindings():
+  """Refuses a float or bool bound to an integer parameter (epochs, sizes, counts, seeds).
+
+  Python would take `n_epochs = 2.5` as 2 (range() refuses it, int() floors
+  it), and `n_envs = True` as 1, so such a run would quietly differ from the
+  config. A parameter is an integer one when its default is an int (not a
+  bool), or it is one of the step and trajectory counts that default to None.
+  """
+  registry = gin.config._REGISTRY  # pylint: disable=protected-access
+  for (scope, selector), params in gin.config._CONFIG.items():  # pylint: disable=protected-access
+    try:
+      fn = registry.get_match(selector).wrapped
+    except Exception:  # pylint: disable=broad-except
+      continue
+    for name, value in params.items():
+      if not isinstance(value, (bool, float)):
+        continue
+      default = _parameter_default(fn, name)
+      integer = ((type(default) is int)  # pylint: disable=unidiomatic-typecheck
+                 or (default is None and name in _INTEGER_PARAMETERS_WITHOUT_DEFAULT))
+      if not integer:
+        continue
+      binding = f"{scope + '/' if scope else ''}{selector.split('.')[-1]}.{name}"
+      if isinstance(value, bool):
+        raise ConfigError(f'{binding} must be an integer, got {value} (a bool); '
+                          f'bind a whole number, e.g. {binding} = {default or 1}.')
+      example = int(value) if value == int(value) else max(int(value), 1)
+      raise ConfigError(f'{binding} must be an integer, got {value!r} (a float); '
+                        f'bind a whole number without a decimal point, e.g. '
+                        f'{binding} = {example}.')
+
+
 def _suggest(word, candidates):
   close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
   return f" Did you mean '{close[0]}'?" if close else ''
@@ -133,7 +186,13 @@ def _gin_error(e):
 
 
 def construct(cls, **kwargs):
-  """Calls a gin-configured class, turning bad bindings into ConfigErrors."""
+  """Calls a gin-configured class; errors that come from the config become one line.
+
+  Those are the UserErrors the constructors raise for bad values and
+  combinations, and TypeErrors of a misspelt parameter or a binding of the
+  wrong type. Any other exception is a bug in the code, not in the config:
+  it keeps its type and traceback rather than being blamed on the bindings.
+  """
   try:
     return cls(**kwargs)
   except UserError as e:
@@ -151,9 +210,6 @@ def construct(cls, **kwargs):
       raise return_error from None
     raise ConfigError(f'cannot build {cls.__name__}: {first_sentence(text)} '
                       '(check the types of its gin bindings).') from None
-  except (ValueError, AttributeError, KeyError, IndexError) as e:
-    raise ConfigError(f'cannot build {cls.__name__}: {first_sentence(str(e))} '
-                      '(check its gin bindings).') from None
 
 
 def first_sentence(text):
@@ -172,6 +228,7 @@ def parse_config(config_files, bindings):
     raise _gin_error(e) from None
   except Exception as e:  # gin's own parse errors  pylint: disable=broad-except
     raise _gin_error(e) from None
+  check_integer_bindings()
 
 
 def config_bindings(config_str):
@@ -300,12 +357,14 @@ def execute(config_files, bindings, output_dir=None, seed=None, allow_config_cha
             f'optimizer ({first_sentence(str(e))[:200]}); a changed binding altered their '
             'shapes. Use another --output_dir.') from None
     else:
-      trainer.task.collect_initial()
+      trainer.collect_initial()
     log = _setup_logging(output_dir)
     with open(os.path.join(output_dir, CONFIG_FILE), 'w') as f:
       f.write(gin.operative_config_str())
     if restored is not None:
       log.info('Resuming %s from epoch %d.', output_dir, trainer.epoch)
+      if trainer.task.resume_warning:
+        log.warning('Warning: %s', trainer.task.resume_warning)
 
     def save():
       arrays, meta = trainer.state_dict()

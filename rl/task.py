@@ -6,7 +6,9 @@ reward, dist_inputs of the acting policy, discounted return, done, mask=1), and
 row T holds the final observation with mask=0 and zeros elsewhere. `done` is
 gymnasium's `terminated` only: a time-limit truncation or a cut at `max_steps`
 leaves done=0 so that value-based estimators bootstrap from the final
-observation's value (TRAX_RL_SPEC Decisions 11). All trajectories of an epoch
+observation's value (the episode goes on in the world, only our record of it
+stops; treating it as an end would teach the value net that the state is
+worth nothing more). All trajectories of an epoch
 live in flat numpy arrays with `traj_start` offsets, so slices of many
 trajectories are gathered with one fancy-indexing operation per field.
 
@@ -180,6 +182,8 @@ class RLTask:
     self._obs = None
     self._episode_return = np.zeros(self.n_envs, np.float64)
     self._merged_cache = {}
+    # Set when a resume could not restore the envs exactly (said in the run's log).
+    self.resume_warning = None
 
   # -- setup ------------------------------------------------------------------
 
@@ -206,7 +210,6 @@ class RLTask:
         self.action_space.dtype, self._dist_inputs_size)
     # With a step cap every segment is flushed by the time it fills its buffer.
     self._may_grow = not (self.max_steps or self._episode_cap)
-    self._env_index = np.arange(self.n_envs)
     space = self.action_space
     self._clip = (space.low, space.high) if hasattr(space, 'low') else None
     obs, _ = self._env.reset(seed=self.seed)
@@ -214,7 +217,13 @@ class RLTask:
     self._segments.obs[0] = obs
 
   def random_policy(self, obs):
-    """Uniform random actions drawn from the task's generator (reproducible)."""
+    """Uniform random discrete actions drawn from the task's generator (reproducible).
+
+    The stored dist_inputs are zeros: as logits they describe exactly the
+    uniform distribution the actions came from. Continuous (Box) actions have
+    no such inputs here; the trainer samples those from its own distribution
+    (RLTrainer.random_policy).
+    """
     n = obs.shape[0]
     space = self.action_space
     if hasattr(space, 'n'):
@@ -222,15 +231,18 @@ class RLTask:
     elif hasattr(space, 'nvec'):
       actions = self._rng.integers(0, space.nvec, size=(n,) + space.shape).astype(space.dtype)
     else:
-      low = np.broadcast_to(space.low, space.shape)
-      high = np.broadcast_to(space.high, space.shape)
-      actions = self._rng.uniform(low, high, size=(n,) + space.shape).astype(space.dtype)
+      raise ConfigError(f'random initial trajectories in {space} need the acting '
+                        "distribution's inputs; collect them through the trainer.")
     return actions, np.zeros((n, self._dist_inputs_size), np.float32)
 
-  def collect_initial(self):
-    """Collects `initial_trajectories` random trajectories into epoch 0."""
+  def collect_initial(self, policy_fn=None):
+    """Collects `initial_trajectories` random trajectories into epoch 0.
+
+    policy_fn: the random policy (default: `random_policy`, discrete actions).
+    """
     if self._initial_trajectories > 0 and 0 not in self.epochs and self.n_interactions == 0:
-      self.collect(self.random_policy, n_trajectories=self._initial_trajectories, epoch_id=0)
+      self.collect(policy_fn or self.random_policy,
+                   n_trajectories=self._initial_trajectories, epoch_id=0)
 
   # -- collection ---------------------------------------------------------------
 
@@ -519,18 +531,37 @@ class RLTask:
   def load_state_dict(self, arrays, meta):
     self._ensure_started()
     self.epochs = {int(k): EpochData.from_state(v) for k, v in arrays['epochs'].items()}
-    self._segments.load_state(arrays['segments'])
-    self._obs = np.array(arrays['obs'])
-    self._episode_return = np.array(arrays['episode_return'])
-    if 'env_state' in arrays:
-      envs_lib.load_env_state(self._env, np.asarray(arrays['env_state']).tobytes())
-    else:
-      self._env.reset(seed=self.seed + self.n_interactions)
     self.n_interactions = meta['n_interactions']
     self.n_trajectories = meta['n_trajectories']
     self.n_episodes = meta['n_episodes']
     self._rng.bit_generator.state = meta['rng']
+    self._segments.load_state(arrays['segments'])
+    if 'env_state' in arrays:
+      envs_lib.load_env_state(self._env, np.asarray(arrays['env_state']).tobytes())
+      self._obs = np.array(arrays['obs'])
+      self._episode_return = np.array(arrays['episode_return'])
+    else:
+      self._restart_episodes()
     self._merged_cache.clear()
+
+  def _restart_episodes(self):
+    """Resets every env and drops the episodes that were running at the checkpoint.
+
+    For envs whose state could not be saved: their running episodes cannot
+    be continued, and a kept segment would join an old observation to the
+    new episode's first step. The reset is seeded from the restored step
+    count, so each resume of a run starts different episodes, reproducibly.
+    """
+    seed = np.random.SeedSequence([self.seed, 2, self.n_interactions]).generate_state(1)[0]
+    obs, _ = self._env.reset(seed=int(seed))
+    seg = self._segments
+    seg.start[:] = seg.step  # empty segments: the next step starts each one
+    seg.obs[seg.step % seg.size] = obs
+    self._obs = obs
+    self._episode_return = np.zeros(self.n_envs, np.float64)
+    self.resume_warning = (
+        f'the envs of {self.env_name!r} could not be saved with the checkpoint, so they '
+        'were reset and their running episodes dropped: this resume is not bit-exact.')
 
   def close(self):
     self._env.close()

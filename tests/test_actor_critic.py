@@ -1,4 +1,4 @@
-"""Actor-critic trainers (A2C, PPO, AWR, SamplingAWR): TRAX_RL_SPEC sections 4.1-4.6.
+"""Actor-critic trainers (A2C, PPO, AWR, SamplingAWR): epochs, shared layers, Q-values, losses.
 
 Every trainer here is tiny (2 envs, 16 steps an epoch, batches of 4, an 8-wide
 MLP) because most of an epoch's cost is jit compilation, paid once per
@@ -8,6 +8,7 @@ import math
 import os
 
 import gin
+import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -157,7 +158,7 @@ def test_shared_layers_are_copied_between_the_policy_and_the_value_net():
   assert not trees_equal(params_of(trainer, 'policy')['body'],
                          params_of(trainer, 'value')['body'])
 
-  # Snapshot both nets as each of them starts to train (spec 4.1 train_epoch:
+  # Snapshot both nets as each of them starts to train (ActorCriticTrainer.train_epoch:
   # policy -> value before value training, value -> policy after it).
   snapshots = {}
 
@@ -191,6 +192,87 @@ def test_shared_layers_are_copied_between_the_policy_and_the_value_net():
   # was trained by the policy steps.
   assert 'value_head' not in policy_after and 'policy_head' not in value_after
   assert not trees_equal(policy_after['policy_head'], policy_before_policy['policy_head'])
+
+
+def test_a_shared_normalizer_trains_both_nets_on_the_acting_statistics():
+  """With Normalize among the shared layers, both nets train on this epoch's statistics.
+
+  The acting policy folds every collected observation into its normaliser,
+  so the data of an epoch was normalised with the statistics as they stand
+  after its collection; the value and the policy steps must see exactly
+  those, in the first epoch (when the trainers still hold the fresh,
+  count-0 statistics) as in later ones.
+  """
+  gin.parse_config(['Policy.normalizer = @Normalize', 'Value.normalizer = @Normalize'])
+  trainer = A2C(task_for('CartPole-v1'), n_shared_layers=1, **tiny())
+  policy_t, value_t = trainer._trainers['policy'], trainer._trainers['value']
+  assert models.top_level_layers(policy_t.variables)[:1] == ['normalizer']
+  seen = {}
+
+  def spy(name, trainer_obj):
+    original = trainer_obj.train_epoch
+
+    def train_epoch(*args, **kwargs):
+      seen[name] = jax.device_get(trainer_obj.model_state)
+      return original(*args, **kwargs)
+    trainer_obj.train_epoch = train_epoch
+
+  spy('value', value_t)
+  spy('policy', policy_t)
+  for epoch in (1, 2):
+    trainer.task.collect(trainer.collect_policy(), n_interactions=16, epoch_id=epoch)
+    acting = jax.device_get(trainer._collect_model_state)
+    assert float(acting['normalizer']['normalizer']['count']) == 16 * epoch
+    trainer.train_epoch()
+    assert trees_equal(seen['value'], acting), f'epoch {epoch}: value net'
+    assert trees_equal(seen['policy'], acting), f'epoch {epoch}: policy net'
+
+
+class _OffsetBoxEnv(gym.Env):
+  """A one-step-per-reward env whose Box actions live in [4, 10]^2, far from 0."""
+
+  observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+  action_space = gym.spaces.Box(4.0, 10.0, (2,), np.float32)
+
+  def reset(self, *, seed=None, options=None):
+    super().reset(seed=seed)
+    self._t = 0
+    return np.zeros(1, np.float32), {}
+
+  def step(self, action):
+    self._t += 1
+    return np.zeros(1, np.float32), 0.0, self._t >= 20, False, {}
+
+
+if 'rl_test/OffsetBox-v0' not in gym.registry:
+  gym.register('rl_test/OffsetBox-v0', entry_point=_OffsetBoxEnv)
+
+
+@pytest.mark.parametrize('learn_std', [None, 'separate'])
+def test_random_initial_box_actions_store_the_inputs_they_were_sampled_with(learn_std):
+  """The stored dist_inputs of random trajectories are the density the actions came from.
+
+  Off-policy losses (SamplingAWR's reweighting, probability ratios) read the
+  behaviour policy from the stored inputs; inputs of 0 would claim N(0, std)
+  for actions drawn around the middle of [4, 10].
+  """
+  gin.parse_config([f'Gaussian.learn_std = {learn_std!r}'])
+  task = task_for('rl_test/OffsetBox-v0', initial_trajectories=40)
+  trainer = AWR(task, **tiny())
+  trainer.collect_initial()
+  data = task.epochs[0]
+  real = data.rows['mask'] > 0
+  actions = data.rows['action'][real]
+  inputs = data.rows['dist_inputs'][real]
+  assert len(actions) >= 800
+  means, stds = trainer._policy_dist._split(inputs)
+  z = (actions - np.asarray(means)) / np.asarray(stds)
+  # Standardised by the stored inputs, the actions are N(0, 1) draws.
+  assert abs(z.mean()) < 0.1 and abs(z.std() - 1.0) < 0.1, (z.mean(), z.std())
+  np.testing.assert_allclose(np.asarray(means), 7.0)  # the middle of [4, 10]
+  if learn_std:
+    # As wide as the uniform distribution over the box.
+    np.testing.assert_allclose(np.asarray(stds), 6.0 / math.sqrt(12.0), rtol=1e-5)
 
 
 # -- 3. Q-values and their aggregates -----------------------------------------------------
@@ -308,11 +390,12 @@ def test_ppo_bootstraps_through_an_added_policy_slice(estimator):
 
 def test_monte_carlo_value_targets_are_the_stored_returns():
   task = task_for('rl_test/Chain-v0', env_kwargs={'length': 3}, gamma=0.5)
+  # Monte-Carlo returns are only taken on whole episodes.
   trainer = A2C(task, advantage_estimator=advantages.monte_carlo,
-                **dict(TINY, added_policy_slice_length=0, n_interactions_per_epoch=6,
-                       value_batch_size=16))
+                **dict(TINY, added_policy_slice_length=0, n_interactions_per_epoch=None,
+                       n_trajectories_per_epoch=2, value_batch_size=16))
   # 2 envs x 3 steps: each env plays exactly one whole episode.
-  task.collect(trainer.collect_policy(), n_interactions=6)
+  task.collect(trainer.collect_policy(), n_trajectories=2)
   obs, targets, mask = next(trainer.value_batches_stream())
   assert obs.shape == (16, 1, 1) and targets.shape == mask.shape == (16, 1)
   real = np.asarray(mask) > 0

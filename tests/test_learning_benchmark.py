@@ -66,6 +66,20 @@ def test_summarize_config_counts_failures_and_takes_medians_of_reaching_seeds():
   assert row['n_final'] == 3
   assert row['final_mean'] == pytest.approx(360.0)
   assert row['final_std'] == pytest.approx((((120 ** 2) + (140 ** 2) + (260 ** 2)) / 3) ** 0.5)
+  # 475 - 47.5 = 427.5: 480 and 500 hold, 100 (and the failed run) do not.
+  assert row['final_min'] == 100.0
+  assert row['n_holding'] == 2
+
+
+def test_holding_is_within_ten_percent_of_the_target_either_sign():
+  assert learning.summarize_config('c', 475, 1000, [
+      learning.summarize_run([_record(1, 100, 427.5)], 475, 1000)])['n_holding'] == 1
+  assert learning.summarize_config('c', 475, 1000, [
+      learning.summarize_run([_record(1, 100, 427.4)], 475, 1000)])['n_holding'] == 0
+  # A negative target: -250 - 25 = -275.
+  assert learning.summarize_config('p', -250, 1000, [
+      learning.summarize_run([_record(1, 100, -275.0)], -250, 1000),
+      learning.summarize_run([_record(1, 100, -276.0)], -250, 1000)])['n_holding'] == 1
 
 
 def test_format_table_rows_and_dashes_for_missing():
@@ -76,9 +90,10 @@ def test_format_table_rows_and_dashes_for_missing():
   ]
   lines = learning.format_table(rows).splitlines()
   assert len(lines) == 4
-  assert lines[0].count('|') == 8 and lines[1] == '|---|---|---|---|---|---|---|'
-  assert lines[2] == '| a | 475 | 300,000 | 1/1 | 12,000 | 3.5 | 500.0 ± 0.0 |'
-  assert lines[3] == '| b | -250 | 500,000 | 0/1 | — | — | — |'
+  assert lines[0].count('|') == 10 and lines[1] == '|' + '---|' * 9
+  assert 'final eval at budget' in lines[0]
+  assert lines[2] == '| a | 475 | 300,000 | 1/1 | 12,000 | 3.5 | 500.0 ± 0.0 | 500.0 | 1/1 |'
+  assert lines[3] == '| b | -250 | 500,000 | 0/1 | — | — | — | — | — |'
 
 
 def test_aggregate_curves_interpolates_on_the_range_every_seed_covers():

@@ -68,9 +68,9 @@ def test_ppo_loss_clips_by_hand():
 
 def test_awr_weights_and_loss_by_hand():
   advantages = np.array([[0.0, 1.0, 10.0]])
-  weights = losses.awr_weights(advantages, beta=1.0, w_max=20.0)
-  np.testing.assert_allclose(weights, [[1.0, np.e, 20.0]], rtol=1e-6)
   mask = np.array([[1.0, 1.0, 0.0]])
+  weights = losses.awr_weights(advantages, mask, beta=1.0, w_max=20.0)
+  np.testing.assert_allclose(weights, [[1.0, np.e, 20.0]], rtol=1e-6)
   log_probs = np.array([[-1.0, -2.0, -3.0]])
   # -((-1)(1) + (-2)(e)) / 2.
   assert float(losses.awr_loss(log_probs, weights, mask)) == pytest.approx(
@@ -81,8 +81,21 @@ def test_awr_threshold_weights():
   advantages = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
   # 60th percentile of 1..5 is 3.4: steps 4 and 5 get weight 1; the 90th
   # (4.6) adds 4 to step 5; minimum 0 does not bind.
-  weights = losses.awr_weights(advantages, 1.0, 20.0, thresholds=((60, 1, 0), (90, 4, 0)))
+  weights = losses.awr_weights(advantages, np.ones(5), 1.0, 20.0,
+                               thresholds=((60, 1, 0), (90, 4, 0)))
   np.testing.assert_allclose(weights, [0, 0, 0, 1, 5])
+
+
+def test_awr_threshold_percentiles_ignore_padding():
+  # The same five real steps as above, then three padded rows holding large
+  # advantages: with them in the percentile the 60th would be 5 and step 4
+  # would lose its weight. Padding must not move the cut.
+  advantages = np.array([[1.0, 2.0, 3.0, 4.0, 5.0, 50.0, 50.0, 50.0]])
+  mask = np.array([[1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0]])
+  weights = losses.awr_weights(advantages, mask, 1.0, 20.0,
+                               thresholds=((60, 1, 0), (90, 4, 0)))
+  np.testing.assert_allclose(weights[0, :5], [0, 0, 0, 1, 5])
+  np.testing.assert_allclose(weights[0, 5:], 0)  # padding gets no weight either
 
 
 def test_advantage_norm_and_explained_variance_by_hand():

@@ -156,6 +156,17 @@ def test_cli_missing_config_file(tmp_path):
     ('PolicyGradientTrainer.n_interactions_per_epoch = 100',
      ['exactly one of n_trajectories_per_epoch']),
     ("multifactor.factors = 'constant * warmupp'", ["warmupp"]),
+    # Integer parameters refuse floats and bools instead of truncating them.
+    ('train_rl.n_epochs = 2.5', ['train_rl.n_epochs must be an integer, got 2.5',
+                                 'train_rl.n_epochs = 2']),
+    ('RLTask.n_envs = True', ['RLTask.n_envs must be an integer, got True (a bool)']),
+    ('RLTask.seed = 1.5', ['RLTask.seed must be an integer']),
+    ('RLTask.max_steps = 100.0', ['RLTask.max_steps must be an integer']),
+    ('PolicyGradientTrainer.batch_size = 64.0', ['PolicyGradientTrainer.batch_size must be']),
+    ('PolicyGradientTrainer.n_trajectories_per_epoch = 4.5',
+     ['PolicyGradientTrainer.n_trajectories_per_epoch must be an integer']),
+    ('policy/multifactor.warmup_steps = 1e3', ['policy/multifactor.warmup_steps must be',
+                                               'warmup_steps = 1000']),
 ])
 def test_bad_config_is_one_clear_line_and_writes_nothing(tmp_path, binding, needles):
   out = tmp_path / 'x'
@@ -166,6 +177,21 @@ def test_bad_config_is_one_clear_line_and_writes_nothing(tmp_path, binding, need
   for needle in needles:
     assert needle in message
   assert not out.exists()
+
+
+@pytest.mark.parametrize('error', [ValueError, KeyError, AttributeError, IndexError])
+def test_a_bug_while_building_is_not_reported_as_a_config_error(error):
+  """Only errors that come from the config become one-line ConfigErrors.
+
+  A KeyError or ValueError raised by the code itself is a bug; reporting it as
+  a bad gin binding would send the user looking in the wrong place.
+  """
+  class Broken:
+    def __init__(self):
+      raise error('a bug in the code, not in the config')
+
+  with pytest.raises(error):
+    run_lib.construct(Broken)
 
 
 def test_output_dir_that_is_a_file(tmp_path):

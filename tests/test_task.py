@@ -1,6 +1,10 @@
 """RLTask: collection counts, stored rows, truncation, replay, slices, resume state."""
+import threading
+
+import gymnasium as gym
 import numpy as np
 import pytest
+from conftest import ChainEnv
 
 from rl.errors import ConfigError
 from rl.task import RLTask
@@ -185,3 +189,67 @@ def test_running_buffers_grow_for_envs_without_a_step_cap():
   for traj in trajectories(task.epochs[1]):
     np.testing.assert_array_equal(traj['observation'][:, 0], np.arange(2501))
     np.testing.assert_array_equal(traj['reward'][:-1], np.arange(1, 2501))
+
+
+class _UnpicklableChainEnv(ChainEnv):
+  """A Chain env that cannot be pickled (it holds a lock), like some simulators.
+
+  Every seeded reset is recorded, so a test can see what the envs were reset with.
+  """
+
+  reset_seeds = []
+
+  def __init__(self, **kwargs):
+    super().__init__(**kwargs)
+    self._lock = threading.Lock()
+
+  def reset(self, *, seed=None, options=None):
+    if seed is not None:
+      _UnpicklableChainEnv.reset_seeds.append(seed)
+    return super().reset(seed=seed, options=options)
+
+
+if 'rl_test/UnpicklableChain-v0' not in gym.registry:
+  gym.register('rl_test/UnpicklableChain-v0', entry_point=_UnpicklableChainEnv)
+
+
+def test_resume_of_an_unpicklable_env_restarts_its_episodes_cleanly():
+  """Without the envs' own state the running episodes are dropped, not spliced.
+
+  The envs cannot be restored mid-episode, so they are reset on resume; a
+  running segment kept from the checkpoint would join an old observation to
+  the new episode's first step. The resumed task must start every env's next
+  trajectory at the reset observation, seed that reset from the restored
+  counters (not from the seed alone, which every resume would repeat), and
+  say that the resume is not bit-exact.
+  """
+  def fresh():
+    return chain_task(env='rl_test/UnpicklableChain-v0', env_kwargs={'length': 5}, n_envs=2)
+  a = fresh()
+  # 3 steps of 5-step episodes: a trajectory is still running in each env at
+  # the end of the epoch, and it still is at the checkpoint.
+  a.collect(constant_policy(), n_interactions=6, epoch_id=1)
+  arrays, meta = a.state_dict()
+  assert 'env_state' not in arrays
+  assert a.resume_warning is None
+
+  _UnpicklableChainEnv.reset_seeds.clear()
+  b = fresh()
+  b.load_state_dict(arrays, meta)
+  assert b.n_interactions == 6
+  assert b.resume_warning is not None and 'not bit-exact' in b.resume_warning
+  # Reset once after construction (seed 0) and once on the resume, seeded
+  # from the restored step count, so no two resumes repeat the same seed.
+  assert len(_UnpicklableChainEnv.reset_seeds) >= 2
+  resume_seed = _UnpicklableChainEnv.reset_seeds[-1]
+  assert resume_seed != b.seed
+
+  b.collect(constant_policy(), n_trajectories=2, epoch_id=2)
+  for traj in trajectories(b.epochs[2]):
+    real = traj['mask'] > 0
+    # A whole episode from its reset: observations 0, 1, ..., 5, nothing older.
+    np.testing.assert_array_equal(traj['observation'][:, 0], np.arange(real.sum() + 1))
+    np.testing.assert_array_equal(traj['reward'][real], np.arange(1, real.sum() + 1))
+  # Episode returns count whole episodes only (1 + 2 + 3 + 4 + 5).
+  stats = b.collect(constant_policy(), n_trajectories=2, epoch_id=3)
+  assert all(r == 15 for r in stats['episode_returns'])

@@ -1,4 +1,4 @@
-"""ValueAgent, DQN and DoubleDQN: TRAX_RL_SPEC section 6, with quirks 5, 6 and 7 fixed.
+"""ValueAgent, DQN and DoubleDQN: targets, target syncs, replay, acting, resume.
 
 Targets are checked on hand-computed batches (1-step, n-step, double; with
 terminal and truncated steps), then through the task's real slices. The
@@ -408,8 +408,8 @@ def test_td_targets_need_a_look_ahead_row():
   with pytest.raises(ConfigError, match='max_slice_length must be >= 2'):
     DQN(task_for('CartPole-v1'), max_slice_length=1, **TINY)
   # Monte-Carlo targets need none.
-  DQN(task_for('CartPole-v1'), max_slice_length=1,
-      advantage_estimator=advantages.monte_carlo, **TINY)
+  DQN(task_for('CartPole-v1'), max_slice_length=1, advantage_estimator=advantages.monte_carlo,
+      **dict(TINY, n_interactions_per_epoch=None, n_trajectories_per_epoch=2))
 
 
 def test_runner_reports_a_continuous_env_in_one_line(tmp_path):

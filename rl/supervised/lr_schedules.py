@@ -14,6 +14,8 @@ import gin
 import jax.numpy as jnp
 import optax
 
+from rl.errors import ConfigError
+
 # Kept in the order the reference documents them, so the error message for an
 # unknown factor lists them in a familiar order.
 VALID_FACTORS = (
@@ -90,7 +92,7 @@ def multifactor(
   names = [name.strip() for name in factors.split('*')]
   for name in names:
     if name not in VALID_FACTORS:
-      raise ValueError(
+      raise ConfigError(
           f'Unknown factor {name!r} in multifactor factors {factors!r}; '
           f'valid factors are: {", ".join(VALID_FACTORS)}. Fix the '
           'multifactor.factors binding in the gin config.'

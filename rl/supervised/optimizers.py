@@ -17,6 +17,8 @@ write e.g. ``PolicyGradientTrainer.optimizer = @Adam`` and
 import gin
 import optax
 
+from rl.errors import ConfigError
+
 
 @gin.configurable
 def Adam(  # pylint: disable=invalid-name  # the name configs refer to
@@ -136,6 +138,6 @@ def _clipping(clip_grad_norm):
   if clip_grad_norm <= 0:
     # A zero norm would zero every gradient (and 0/0 for zero gradients);
     # reject it loudly instead of training silently on nothing.
-    raise ValueError(
+    raise ConfigError(
         f'clip_grad_norm must be positive or None, got {clip_grad_norm!r}.')
   return [optax.clip_by_global_norm(clip_grad_norm)]

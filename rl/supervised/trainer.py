@@ -27,6 +27,7 @@ import optax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from rl.errors import ConfigError
 from rl.errors import NonFiniteLossError
 
 
@@ -120,7 +121,7 @@ class Trainer:
     batch = tuple(np.asarray(x) for x in batch)
     size = batch[0].shape[0]
     if size % self._n_devices:
-      raise ValueError(f'batch size {size} is not divisible by the {self._n_devices} '
+      raise ConfigError(f'batch size {size} is not divisible by the {self._n_devices} '
                        'local devices; pick a batch size that is.')
     return jax.device_put(batch, self._batch_sharding)
 

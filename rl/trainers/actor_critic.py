@@ -23,6 +23,7 @@ from rl.trainers.base import check_divisible
 from rl.trainers.base import prefix_trainer_metrics
 from rl.trainers.base import check_estimator_margin
 from rl.trainers.base import check_on_policy
+from rl.trainers.base import check_whole_episodes
 from rl.trainers.policy import PolicyTrainer
 from rl.trainers.policy import build_trainer
 from rl.trainers.policy import example_observation
@@ -92,6 +93,8 @@ class ActorCriticTrainer(PolicyTrainer):
                         f"{', '.join(q_values_lib.AGGREGATES)}; got '{q_value_aggregate}'.")
     advantage_estimator = advantage_estimator or advantages_lib.gae
     check_estimator_margin(self, advantage_estimator, added_policy_slice_length)
+    if advantage_estimator is advantages_lib.monte_carlo:
+      check_whole_episodes(self, task, kwargs, 'use a bootstrapping estimator (@gae with added_policy_slice_length >= 1)')
     space = task.action_space
     self._n_actions = int(space.n) if hasattr(space, 'n') else None
     self._sample_all = q_value and (
@@ -276,9 +279,11 @@ class ActorCriticTrainer(PolicyTrainer):
     dst.model_state = merged
 
   def train_epoch(self):
-    if self._value_trainer.model_state:
-      # The value net normalises the same observations: use the acting statistics.
-      self._value_trainer.model_state = self._collect_model_state
+    # Both nets get the acting statistics before anything is copied: with the
+    # normaliser among the shared layers, the copy below hands the policy's
+    # statistics to the value net, so the policy's must be current already.
+    self.use_acting_statistics(self._policy_trainer)
+    self.use_acting_statistics(self._value_trainer)
     if self._n_shared_layers:
       self._copy_shared(self._policy_trainer, self._value_trainer)
     self._sync_target()
@@ -392,14 +397,14 @@ class AWR(ActorCriticTrainer):
 
   def policy_loss_given(self, log_probs, old_log_probs, advantages, entropy, mask):
     del old_log_probs, entropy
-    weights = losses.awr_weights(advantages, self._beta, self._w_max, self._thresholds)
+    weights = losses.awr_weights(advantages, mask, self._beta, self._w_max, self._thresholds)
     return losses.awr_loss(log_probs, weights, mask)
 
   @property
   def policy_metrics(self):
     def weights(dist_inputs, actions, advantages, old, mask):
       _, _, adv, _ = self._policy_terms(dist_inputs, actions, advantages, old, mask)
-      return losses.awr_weights(adv, self._beta, self._w_max, self._thresholds), mask
+      return losses.awr_weights(adv, mask, self._beta, self._w_max, self._thresholds), mask
     return {**super().policy_metrics, **_awr_metrics(weights)}
 
 
@@ -449,7 +454,7 @@ class SamplingAWR(ActorCriticTrainer):
     adv = q - values[:, None]
     if self._adv_normalization:
       adv = losses.normalize_advantages(adv, mask, self._adv_epsilon, self._adv_factor)
-    weights = losses.awr_weights(adv, self._beta, self._w_max, self._thresholds)
+    weights = losses.awr_weights(adv, mask, self._beta, self._w_max, self._thresholds)
     if self._reweight:
       mask = mask * jnp.exp(jax.lax.stop_gradient(log_probs) - old_log_probs)
     if self._sample_all:

@@ -20,6 +20,7 @@ from rl.trainers.base import RLTrainer
 from rl.trainers.base import check_divisible
 from rl.trainers.base import check_estimator_margin
 from rl.trainers.base import check_on_policy
+from rl.trainers.base import check_whole_episodes
 from rl.trainers.policy import build_trainer
 from rl.trainers.policy import example_observation
 from rl.trainers.policy import policy_distribution
@@ -67,6 +68,9 @@ class ActorCriticJointTrainer(RLTrainer):
                     'train_steps_per_epoch', 'supervised_evals_per_epoch')
     advantage_estimator = advantage_estimator or advantages_lib.monte_carlo
     check_estimator_margin(self, advantage_estimator, added_policy_slice_length)
+    if advantage_estimator is advantages_lib.monte_carlo:
+      check_whole_episodes(self, task, dict(kwargs, n_trajectories_per_epoch=n_trajectories_per_epoch),
+                           'use a bootstrapping estimator (@gae with added_policy_slice_length >= 1)')
     super().__init__(task, n_trajectories_per_epoch=n_trajectories_per_epoch,
                      output_dir=output_dir, **kwargs)
     task.set_n_replay_epochs(n_replay_epochs)
@@ -166,7 +170,7 @@ class ActorCriticJointTrainer(RLTrainer):
             'explained_variance', 'log_probs_mean', 'preferred_move')
 
   def train_epoch(self):
-    self._trainer.model_state = self._collect_model_state
+    self.use_acting_statistics(self._trainer)
     metrics = {}
     for _ in range(self._evals):
       metrics = self._trainer.train_epoch(self._train_steps // self._evals, self._eval_steps)
@@ -259,5 +263,6 @@ class AWRJoint(ActorCriticJointTrainer):
     super().__init__(task, value_loss_coeff=value_loss_coeff, **kwargs)
 
   def policy_loss_given(self, t):
-    weights = losses.awr_weights(t['normalized'], self._beta, self._w_max, self._thresholds)
+    weights = losses.awr_weights(t['normalized'], t['mask'], self._beta, self._w_max,
+                                 self._thresholds)
     return losses.awr_loss(t['log_probs'], weights, t['mask'])

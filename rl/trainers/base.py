@@ -48,8 +48,40 @@ def check_estimator_margin(trainer, estimator, margin):
         'or use advantage_estimator = @monte_carlo.')
 
 
+def check_whole_episodes(trainer, task, collection, alternative=''):
+  """Monte-Carlo returns are only right on whole episodes; refuses cut segments.
+
+  A stored return sums the rewards to the end of its segment with nothing
+  after it. Collection cuts a running episode at an epoch's end when epochs
+  are counted in env steps (n_interactions_per_epoch) and every
+  RLTask.max_steps steps, and a return on such a segment would stop at the
+  cut as if the episode had ended there.
+
+  Args:
+    trainer: the trainer being built (named in the message).
+    task: its RLTask.
+    collection: the trainer's keyword arguments that choose how epochs are
+      counted (n_trajectories_per_epoch, n_interactions_per_epoch,
+      collect_per_epoch).
+    alternative: another fix to offer, e.g. a bootstrapping estimator.
+  """
+  by_steps = (collection.get('n_interactions_per_epoch') is not None
+              and collection.get('n_trajectories_per_epoch') is None
+              and collection.get('collect_per_epoch') is None)
+  cuts = [name for name, cut in (('n_interactions_per_epoch', by_steps),
+                                 ('RLTask.max_steps', bool(task.max_steps))) if cut]
+  if cuts:
+    fixes = ['collect whole episodes with n_trajectories_per_epoch'
+             + (' and RLTask.max_steps = None' if task.max_steps else '')]
+    fixes += [alternative] if alternative else []
+    raise ConfigError(
+        f'{type(trainer).__name__} learns from Monte-Carlo returns, which would stop at '
+        f"the episode cuts that {' and '.join(cuts)} make{'s' if len(cuts) == 1 else ''} "
+        f"as if the episode had ended there; {', or '.join(fixes)}.")
+
+
 def check_divisible(steps, evals, steps_name, evals_name):
-  """Decision 17: uneven chunks are rejected up front, not in a later epoch."""
+  """Uneven chunks are rejected up front, not when a later epoch would hit them."""
   if evals < 1 or steps % evals:
     raise ConfigError(f'{steps_name} ({steps}) must be a positive multiple of '
                       f'{evals_name} ({evals}); change one of them.')
@@ -147,9 +179,44 @@ class RLTrainer:
     # then skips hashing keyword arguments on every env step.
     self._act_collect = jax.jit(functools.partial(act, temperature=1.0, update=True))
 
+  def random_policy(self):
+    """The policy of the random initial trajectories (RLTask.initial_trajectories).
+
+    Discrete actions are uniform draws from the task's generator, stored
+    with zero logits (the uniform distribution itself). Continuous actions
+    come from the acting Gaussian at `spread_inputs` (wide, centred on the
+    box) with the collection key, and those inputs are stored: off-policy
+    losses then see the density the actions were really drawn from.
+    """
+    dist = self._act_dist
+    if not hasattr(dist, 'spread_inputs'):
+      return self.task.random_policy
+    inputs = dist.spread_inputs(self.task.action_space)
+
+    def policy(obs):
+      dist_inputs = np.broadcast_to(inputs, (obs.shape[0], inputs.shape[0]))
+      self._collect_key, key = jax.random.split(self._collect_key)
+      return np.asarray(dist.sample(dist_inputs, key, 1.0)), dist_inputs
+    return policy
+
+  def collect_initial(self):
+    """Collects the task's random initial trajectories (epoch 0), if it has any."""
+    self.task.collect_initial(self.random_policy())
+
   def init_collect_model_state(self, model_state):
     """Starts the acting normaliser statistics (the model's initial state)."""
     self._collect_model_state = jax.tree_util.tree_map(jnp.asarray, dict(model_state))
+
+  def use_acting_statistics(self, trainer):
+    """Hands `trainer` the normaliser statistics the acting model collected with.
+
+    The epoch's data was normalised by the acting model as its statistics
+    stood after collection; a network that normalises the same observations
+    must train on exactly those, not on the ones it kept from last epoch.
+    A network without a normaliser (no model state) is left as it is.
+    """
+    if trainer.model_state:
+      trainer.model_state = self._collect_model_state
 
   def sampling_args(self, temperature):
     """Extra traced arguments of `dist.sample` when acting (e.g. DQN's epsilon)."""

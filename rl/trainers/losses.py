@@ -76,18 +76,23 @@ def ppo_diagnostics(log_probs, old_log_probs, mask, epsilon):
   }
 
 
-def awr_weights(advantages, beta, w_max, thresholds=None):
+def awr_weights(advantages, mask, beta, w_max, thresholds=None):
   """AWR weights: min(exp(A / beta), w_max); or, with thresholds, step weights.
 
-  thresholds: a tuple of (percentile, weight, minimum): every step whose
+  thresholds: a tuple of (percentile, weight, minimum): every real step whose
   advantage is at least max(minimum, percentile-th percentile of A) gets
-  `weight` added.
+  `weight` added. The percentiles are taken over the real steps only (mask
+  1): padded rows hold whatever the batch was padded with, and letting them
+  in would move the cut with the amount of padding. Padding gets weight 0.
   """
   if thresholds:
+    real = mask > 0
+    # NaN marks padding, which nanpercentile leaves out.
+    real_advantages = jnp.where(real, advantages, jnp.nan)
     weights = jnp.zeros_like(advantages)
     for percentile, weight, minimum in thresholds:
-      cut = jnp.maximum(minimum, jnp.percentile(advantages, percentile))
-      weights = weights + weight * (advantages >= cut).astype(advantages.dtype)
+      cut = jnp.maximum(minimum, jnp.nanpercentile(real_advantages, percentile))
+      weights = weights + weight * (real & (advantages >= cut)).astype(advantages.dtype)
     return jax.lax.stop_gradient(weights)
   return jax.lax.stop_gradient(jnp.minimum(jnp.exp(advantages / beta), w_max))
 

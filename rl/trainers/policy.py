@@ -106,7 +106,7 @@ class PolicyTrainer(RLTrainer):
 
   def _train_policy(self):
     """The policy part of an epoch, in `policy_evals_per_epoch` chunks."""
-    self._policy_trainer.model_state = self._collect_model_state
+    self.use_acting_statistics(self._policy_trainer)
     metrics = {}
     for _ in range(self._policy_evals):
       metrics = self._policy_trainer.train_epoch(

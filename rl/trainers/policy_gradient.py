@@ -2,6 +2,7 @@
 import gin
 
 from rl.trainers import losses
+from rl.trainers.base import check_whole_episodes
 from rl.trainers.policy import PolicyTrainer
 
 
@@ -29,6 +30,7 @@ class PolicyGradientTrainer(PolicyTrainer):
   def __init__(self, task, model=None, optimizer=None, lr_schedule=None, batch_size=64,
                train_steps_per_epoch=500, n_trajectories_per_epoch=None,
                max_slice_length=1, output_dir=None, **kwargs):
+    check_whole_episodes(self, task, dict(kwargs, n_trajectories_per_epoch=n_trajectories_per_epoch))
     super().__init__(
         task, policy_model=model, policy_optimizer=optimizer, policy_lr_schedule=lr_schedule,
         policy_batch_size=batch_size, policy_train_steps_per_epoch=train_steps_per_epoch,

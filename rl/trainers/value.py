@@ -5,11 +5,14 @@ target copy and the epsilon-greedy acting; DQN adds the n-step TD targets and
 the Huber / L2 regression on them; DoubleDQN picks the bootstrap action with
 the online network and evaluates it with the target network.
 
-Differences from the reference (TRAX_RL_SPEC section 6), on purpose:
-  * the task's buffer really keeps n_replay_epochs epochs (quirk 6);
+Differences from the reference (Trax RL's value trainers), on purpose:
+  * the task's buffer really keeps n_replay_epochs epochs (the reference's
+    buffer kept only the newest, so "replay" replayed nothing older);
   * the defaults train on real 1-step TD targets (max_slice_length 2 with
     td_k), every real step -- the terminal one included -- can be the trained
-    first position of a slice, and padding is masked out (quirks 5, 7);
+    first position of a slice, and padding is masked out (the reference's
+    default slices gave no look-ahead row to bootstrap from, never trained
+    the last step of an episode, and let padded rows into the loss);
   * the target network syncs at the start of every epoch's training and
     whenever the online step count reaches a multiple of sync_freq, wherever
     that falls inside the epoch.
@@ -34,6 +37,7 @@ from rl.trainers import losses
 from rl.trainers.base import RLTrainer
 from rl.trainers.base import prefix_trainer_metrics
 from rl.trainers.base import check_divisible
+from rl.trainers.base import check_whole_episodes
 from rl.trainers.policy import build_trainer
 from rl.trainers.policy import example_observation
 
@@ -310,9 +314,7 @@ class ValueAgent(RLTrainer):
     return results
 
   def train_epoch(self):
-    if self._value_trainer.model_state:
-      # Train on the statistics the acting network normalised with.
-      self._value_trainer.model_state = self._collect_model_state
+    self.use_acting_statistics(self._value_trainer)
     self._sync_target()
     metrics = {}
     for _ in range(self._value_evals):
@@ -353,6 +355,8 @@ class DQN(ValueAgent):
     self._smooth = bool(smoothl1loss)
     self._double = bool(double_dqn)
     self._estimator_factory = advantage_estimator or advantages_lib.td_k
+    if self._estimator_factory is advantages_lib.monte_carlo:
+      check_whole_episodes(self, task, kwargs, 'use n-step targets (@td_k)')
     super().__init__(task, **kwargs)
     self._estimator = self._estimator_factory(gamma=task.gamma, margin=self._margin)
 
