@@ -91,6 +91,21 @@ def _registered_names():
   return sorted({selector.split('.')[-1] for selector, _ in registry.items()})
 
 
+def _signatures(fn):
+  """The parameters of a configurable's signatures, nearest first (up the MRO for a class).
+
+  Trainers pass most parameters on through **kwargs, so a class's own
+  signature does not list them; its bases' signatures do.
+  """
+  targets = fn.__mro__ if isinstance(fn, type) else [fn]
+  for target in targets:
+    init = target.__init__ if isinstance(target, type) else target
+    try:
+      yield inspect.signature(init).parameters
+    except (TypeError, ValueError):
+      continue
+
+
 def _parameters_of(selector):
   """All keyword parameters a configurable accepts (following **kwargs up the MRO)."""
   try:
@@ -98,13 +113,7 @@ def _parameters_of(selector):
   except Exception:  # pylint: disable=broad-except
     return []
   names = set()
-  targets = fn.__mro__ if isinstance(fn, type) else [fn]
-  for target in targets:
-    init = target.__init__ if isinstance(target, type) else target
-    try:
-      params = inspect.signature(init).parameters
-    except (TypeError, ValueError):
-      continue
+  for params in _signatures(fn):
     names.update(p for p, v in params.items()
                  if v.kind not in (v.VAR_KEYWORD, v.VAR_POSITIONAL) and p != 'self')
   return sorted(names)
@@ -119,13 +128,7 @@ _INTEGER_PARAMETERS_WITHOUT_DEFAULT = frozenset((
 
 def _parameter_default(fn, name):
   """The default of parameter `name` of a configurable (following **kwargs up the MRO)."""
-  targets = fn.__mro__ if isinstance(fn, type) else [fn]
-  for target in targets:
-    init = target.__init__ if isinstance(target, type) else target
-    try:
-      params = inspect.signature(init).parameters
-    except (TypeError, ValueError):
-      continue
+  for params in _signatures(fn):
     if name in params:
       return params[name].default
   return inspect.Parameter.empty

@@ -179,8 +179,26 @@ def has_checkpoint(run_dir):
   return os.path.isdir(folder) and any(name.isdigit() for name in os.listdir(folder))
 
 
+def gated_config(tmp_path):
+  """A config file that holds every run after its first checkpoint until `gate` exists.
+
+  Its runs play tests/sweep_gate.py's CartPole, whose steps wait at the gate
+  file once their run has a checkpoint: until the test creates the file, a run
+  cannot finish, however fast or loaded the machine is. Returns (config, gate).
+  """
+  gate = tmp_path / 'gate'
+  config = tmp_path / 'gated.gin'
+  config.write_text('import tests.sweep_gate\n'
+                    "RLTask.env = 'rl_test/GatedCartPole-v1'\n"
+                    f'RLTask.env_kwargs = {{"gate": {str(gate)!r}}}\n')
+  return config, gate
+
+
 def wait_until_a_run_is_midway(out, sweep, timeout=300):
-  """A good run with a checkpoint that has not logged its last epoch; None if none was seen."""
+  """A good run with a checkpoint that has not logged its last epoch; None if none was seen.
+
+  With gated_config's gate closed such a run stays midway, so this cannot miss it.
+  """
   deadline = time.monotonic() + timeout
   while time.monotonic() < deadline and sweep.poll() is None:
     for seed in (0, 1):
@@ -197,8 +215,9 @@ def test_sweep_interrupted_resumed_with_a_failing_point(backend, tmp_path, reque
   grid = tmp_path / 'grid.yaml'
   grid.write_text('RLTask.n_envs: [4, 0]  # rl.run rejects 0\n')
   out = tmp_path / 'sweep'
-  args = [f'--config_file={REINFORCE}', f'--sweep={grid}', f'--output_dir={out}',
-          '--seeds=0,1', *[f'--config={b}' for b in TINY]]
+  gated, gate = gated_config(tmp_path)
+  args = [f'--config_file={REINFORCE}', f'--config_file={gated}', f'--sweep={grid}',
+          f'--output_dir={out}', '--seeds=0,1', *[f'--config={b}' for b in TINY]]
   env = None
   if backend == 'ray':
     args += ['--backend=ray', f'--ray_address={request.getfixturevalue("ray_head")}']
@@ -206,14 +225,21 @@ def test_sweep_interrupted_resumed_with_a_failing_point(backend, tmp_path, reque
   else:
     args += ['--parallel=2']
 
-  # 1. Interrupted as soon as a run has a checkpoint and more epochs to go.
+  # 1. Interrupted as soon as a run has a checkpoint and more epochs to go. The
+  # gate is closed: the runs wait after their first checkpoint, so the sweep
+  # cannot finish before the interrupt, whatever the machine's load.
   sweep = subprocess.Popen([sys.executable, '-m', 'launch.sweep', *args], cwd=ROOT, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-  midway = wait_until_a_run_is_midway(out, sweep)
-  if midway is None:
-    sweep.kill()
-  sweep.send_signal(signal.SIGINT)
-  stdout, stderr = sweep.communicate(timeout=120)
+  try:
+    midway = wait_until_a_run_is_midway(out, sweep)
+    if midway is None:
+      sweep.kill()
+    sweep.send_signal(signal.SIGINT)
+    stdout, stderr = sweep.communicate(timeout=120)
+  finally:
+    if sweep.poll() is None:  # the test failed midway: no sweep (nor its runs) left behind
+      sweep.kill()
+      sweep.communicate()
   assert midway is not None, stdout + stderr
   assert sweep.returncode == 130, stdout + stderr
   assert '[sweep] interrupted:' in stdout and 'rerun the same command to resume' in stdout
@@ -232,6 +258,8 @@ def test_sweep_interrupted_resumed_with_a_failing_point(backend, tmp_path, reque
   assert len(cut_at) < 3
 
   # 2. The same command resumes the cut run and runs the rest; the bad point fails alone.
+  # The gate is open from now on: the runs go through (the config stays the same).
+  gate.touch()
   result = cli(*args, timeout=600) if env is None else subprocess.run(
       [sys.executable, '-m', 'launch.sweep', *args], cwd=ROOT, env=env, capture_output=True,
       text=True, timeout=600)

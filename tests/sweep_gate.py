@@ -1,0 +1,88 @@
+"""A CartPole that holds its run midway until a test opens a gate (tests/test_sweep.py).
+
+A gin config with the line `import tests.sweep_gate` registers
+'rl_test/GatedCartPole-v1': CartPole-v1 whose `step` waits while its run folder
+holds a checkpoint and the file named by the env kwarg `gate` does not exist:
+
+  import tests.sweep_gate
+  RLTask.env = 'rl_test/GatedCartPole-v1'
+  RLTask.env_kwargs = {'gate': '/abs/path/gate'}
+
+So a run checkpoints its first epoch and then stops inside its second, however
+fast or loaded the machine is: a test that interrupts a sweep always finds the
+run midway, not finished. Creating the gate file lets every run go on (a
+resumed run too: the path is in the config, the file on disk). A gate never
+opened fails the run after GATE_TIMEOUT_S, so a broken test cannot hang CI.
+
+Imported as `tests.sweep_gate`: rl.run's children start in the repository root
+(launch/processes.py), where `tests` is a namespace package. The run folder is
+rl.run's --output_dir flag, so the env is for `python -m rl.run` processes
+(what launch.sweep starts), not for in-process `rl.run.execute` calls.
+"""
+import os
+import time
+
+from absl import flags
+import gymnasium as gym
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+ENV_ID = 'rl_test/GatedCartPole-v1'
+GATE_TIMEOUT_S = 300
+_POLL_S = 0.05
+# Set once the gate is seen open; a gate is never closed again.
+_opened = set()
+
+
+def _has_checkpoint(run_dir):
+  """As rl.checkpoints' orbax sees it: a finished step folder is named by its number.
+
+  Orbax writes a step into a temporary folder and renames it when complete,
+  and rl.run saves synchronously, so a numbered folder is a whole checkpoint.
+  """
+  try:
+    return any(name.isdigit() for name in os.listdir(os.path.join(run_dir, 'checkpoints')))
+  except FileNotFoundError:
+    return False
+
+
+def _run_dir():
+  if ('output_dir' not in flags.FLAGS or not flags.FLAGS.is_parsed()
+      or not flags.FLAGS['output_dir'].value):
+    raise RuntimeError(f'{ENV_ID} runs only under `python -m rl.run --output_dir=...`')
+  return flags.FLAGS['output_dir'].value
+
+
+def wait_at_gate(gate):
+  """Returns at once before the run's first checkpoint or once `gate` exists."""
+  if gate in _opened:
+    return
+  if os.path.exists(gate):
+    _opened.add(gate)
+    return
+  if not _has_checkpoint(_run_dir()):
+    return
+  deadline = time.monotonic() + GATE_TIMEOUT_S
+  while not os.path.exists(gate):
+    if time.monotonic() > deadline:
+      raise RuntimeError(f'{ENV_ID}: the gate {gate} was not opened within '
+                         f'{GATE_TIMEOUT_S} s; the test should have opened it or '
+                         'stopped this run')
+    time.sleep(_POLL_S)
+  _opened.add(gate)
+
+
+class GatedCartPole(CartPoleEnv):
+  """CartPole-v1 whose steps wait at `gate` once the run has a checkpoint."""
+
+  def __init__(self, gate, **kwargs):
+    super().__init__(**kwargs)
+    self.gate = os.path.abspath(gate)
+
+  def step(self, action):
+    wait_at_gate(self.gate)
+    return super().step(action)
+
+
+if ENV_ID not in gym.registry:
+  gym.register(ENV_ID, entry_point=GatedCartPole, max_episode_steps=500,
+               reward_threshold=475.0)
