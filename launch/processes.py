@@ -5,7 +5,9 @@ benchmarks/learning.py, which all run many runs side by side.
 """
 import ctypes
 import ctypes.util
+import datetime
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -23,11 +25,13 @@ SINGLE_THREAD_ENV = {
 }
 
 
-def rl_run_command(config_files, output_dir, seed, bindings=()):
+def rl_run_command(config_files, output_dir, seed, bindings=(), allow_config_change=False):
   """`python -m rl.run` with absolute paths (children run from the repo root)."""
   command = [sys.executable, '-m', 'rl.run',
              *[f'--config_file={os.path.abspath(p)}' for p in config_files],
              f'--output_dir={os.path.abspath(output_dir)}', f'--seed={seed}']
+  if allow_config_change:
+    command.append('--allow_config_change')
   return command + [f'--config={binding}' for binding in bindings]
 
 
@@ -58,21 +62,28 @@ def last_line(text):
   return lines[-1] if lines else ''
 
 
-def run_rl_logged(config_files, output_dir, seed, bindings, log_path, started=None):
+def run_rl_logged(config_files, output_dir, seed, bindings, log_path, started=None,
+                  allow_config_change=False):
   """Runs `python -m rl.run` to its end; returns None if it finished, else its error line.
 
   The command is built here, where it runs (on a Ray node that is the node's
   own Python); paths should already be absolute. stdout goes to `log_path`
   (rl.run also keeps log.txt inside its folder); stderr is kept for its last
-  line, the error rl.run reports, then appended to the log. `started` is
-  called with the Popen once the child runs, so a caller can stop it.
+  line, the error rl.run reports, then appended to the log. The log is
+  appended to, after a line with the date and the command, so a rerun that
+  resumes the run keeps the earlier invocations' output. `started` is called
+  with the Popen once the child runs, so a caller can stop it.
   """
+  command = rl_run_command(config_files, output_dir, seed, bindings, allow_config_change)
   os.makedirs(os.path.dirname(log_path), exist_ok=True)
-  with open(log_path, 'w') as log:
+  with open(log_path, 'a') as log:
+    now = datetime.datetime.now().astimezone().isoformat(timespec='seconds')
+    log.write(f'=== {now} {shlex.join(command)}\n')
+    log.flush()  # before the child writes to the same file
     try:
       process = subprocess.Popen(
-          rl_run_command(config_files, output_dir, seed, bindings), stdout=log,
-          stderr=subprocess.PIPE, text=True, errors='replace', cwd=REPO_ROOT, env=child_env(),
+          command, stdout=log, stderr=subprocess.PIPE, text=True, errors='replace',
+          cwd=REPO_ROOT, env=child_env(),
           preexec_fn=_die_with_parent if _LIBC is not None else None)
     except OSError as e:  # the process could not even start
       return f'cannot start rl.run: {e}'

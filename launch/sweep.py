@@ -2,17 +2,18 @@ r"""Hyper-parameter and seed sweeps: every grid point x seed as its own `python 
 
   python -m launch.sweep --config_file=configs/ppo_cartpole.gin \
       --sweep=configs/sweeps/ppo_cartpole_sweep.yaml --output_dir=runs/sweep1 \
-      [--seeds=0,1,2] [--parallel=N] [--config 'binding' ...] \
+      [--seeds=0,1,2] [--parallel=N] [--config 'binding' ...] [--allow_config_change] \
       [--backend=local|ray [--ray_address=auto] [--ray_num_cpus=1] [--ray_num_gpus=0]]
 
 The sweep file is YAML mapping gin binding names to lists of values, e.g.
 `RLTask.gamma: [0.99, 0.95]`; the cartesian product of the lists times the
-seeds gives the runs. Each run lives in
+seeds of --seeds (rl.run's --seed is refused) gives the runs. Each run lives in
   <output_dir>/<name=value,name=value>/seed_<n>
 (names sorted, unsafe characters replaced by '_'), with rl.run's stdout and
-stderr in seed_<n>.log next to it, and <output_dir>/index.json lists every run
-with its status ('pending' | 'finished' | 'failed' | 'interrupted') and, for
-failed ones, the error line.
+stderr appended to seed_<n>.log next to it (each invocation after a line with
+its date and command), and <output_dir>/index.json lists every run with its
+status ('pending' | 'finished' | 'failed' | 'interrupted') and, for failed
+ones, the error line.
 
 Strings are passed to gin quoted (repr), except those starting with '@' or '%',
 which are gin references and macros; lists become tuples. The sweep bindings
@@ -20,14 +21,17 @@ come after the --config ones. A failed run does not stop the others; the exit
 status is 1 if any failed, 2 on bad input, 130 if the sweep was interrupted
 (Ctrl-C or SIGTERM stop its runs). Rerunning the same command resumes
 unfinished runs from their checkpoints and skips the runs it finished before
-(same config files, same parsed config, same --config; otherwise each run is
-started and rl.run decides: a finished run is a no-op there, a changed config
-an error). The config is parsed with every grid point's bindings before any
-run starts, so a typo fails the sweep once, with exit status 2.
+(same config files, same parsed config, same --config bindings in any order
+that cannot change them; otherwise each run is started and rl.run decides: a
+finished run is a no-op there, a changed config an error unless
+--allow_config_change, which every run then gets). The config is parsed with
+every grid point's bindings before any run starts, so a typo fails the sweep
+once, with exit status 2.
 
 Backends (launch/backends.py): 'local' runs --parallel child processes here;
 'ray' submits every run as a Ray task to a cluster, or to a local Ray instance
-when no --ray_address is given.
+when no --ray_address is given. A rerun with every run finished before starts
+neither.
 """
 import collections
 import concurrent.futures
@@ -48,15 +52,30 @@ import yaml
 from launch import backends
 from launch import processes
 from launch.errors import SweepError
-from rl import run as run_lib  # also defines the flags this shares
+from rl import run as run_lib  # also defines the flags redefined below
 from rl.errors import UserError
 
 FLAGS = flags.FLAGS
-# --config_file, --config and --output_dir are rl.run's flags (absl allows one
-# definition per name in a process, and tests import both); here they mean the
-# config files and bindings of every run and the sweep's folder.
-flags.DEFINE_string('sweep', None, 'YAML file mapping gin binding names to value lists.')
-flags.DEFINE_list('seeds', ['0'], 'Seeds to run every grid point with.')
+# rl.run (imported for its config parser) defines these names for one run.
+# absl allows one flag per name in a process, so they are redefined here with
+# allow_override, the same types and defaults (rl.run reads them alike when
+# tests import both), and their meaning in a sweep, which --help then shows.
+flags.DEFINE_multi_string('config_file', [], 'Gin config files every run starts from, '
+                          'parsed in order (required).', allow_override=True)
+flags.DEFINE_multi_string('config', [], 'Gin bindings every run applies after the config '
+                          "files, e.g. 'RLTask.max_steps = 10000'; the names the sweep file "
+                          'or --seeds set are refused here.', allow_override=True)
+flags.DEFINE_string('output_dir', None, 'The sweep folder (required): every run in '
+                    '<output_dir>/<grid point>/seed_<n>, its output appended to '
+                    'seed_<n>.log, and index.json listing the runs.', allow_override=True)
+flags.DEFINE_bool('allow_config_change', False, 'Passed to every run: resume a run whose '
+                  'config changed since it started (on purpose) instead of failing it.',
+                  allow_override=True)
+flags.DEFINE_integer('seed', None, "Refused: rl.run's single seed; a sweep runs every grid "
+                     'point with each of --seeds.', allow_override=True)
+flags.DEFINE_string('sweep', None, 'YAML file mapping gin binding names to value lists '
+                    '(required).')
+flags.DEFINE_list('seeds', ['0'], 'Seeds to run every grid point with, e.g. 0,1,2.')
 flags.DEFINE_integer('parallel', None, 'Runs at once (default: the number of CPUs for '
                      "'local'; for 'ray', every run is submitted and Ray queues them).")
 flags.DEFINE_enum('backend', 'local', ['local', 'ray'], "Where runs execute: 'local' "
@@ -74,6 +93,9 @@ INDEX_FILE = 'index.json'
 # The index header's entries every run depends on (see finished_before).
 RUN_KEYS = ('config_files', 'config_digest', 'extra_config')
 SEED_BINDING = 'RLTask.seed'
+# A gin binding 'name = value' (groups: name, value); a binding of several
+# lines only matches its start.
+_BINDING = re.compile(r'\s*([\w./]+)\s*=\s*(.*?)\s*')
 # Characters kept in folder names; the rest become '_' so names are safe in
 # shells and on every filesystem.
 _UNSAFE = re.compile(r'[^A-Za-z0-9._+-]')
@@ -203,7 +225,7 @@ def parse_seeds(texts):
 # -- running ------------------------------------------------------------------------
 
 
-def job(run, config_files, extra_config, output_dir):
+def job(run, config_files, extra_config, output_dir, allow_config_change=False):
   """The keyword arguments of processes.run_rl_logged for one run, all paths absolute.
 
   Absolute here, on the driver: a Ray task runs in another working directory.
@@ -213,7 +235,8 @@ def job(run, config_files, extra_config, output_dir):
           'output_dir': os.path.abspath(os.path.join(output_dir, run['folder'])),
           'seed': run['seed'],
           'bindings': list(extra_config) + gin_bindings(run['bindings']),
-          'log_path': os.path.abspath(os.path.join(output_dir, run['folder'] + '.log'))}
+          'log_path': os.path.abspath(os.path.join(output_dir, run['folder'] + '.log')),
+          'allow_config_change': allow_config_change}
 
 
 def write_index(output_dir, header, runs):
@@ -251,23 +274,49 @@ def check_config(config_files, extra_config, runs):
     gin.clear_config()
 
 
+def canonical_bindings(bindings):
+  """--config bindings as a set: the same for every order that cannot change the config.
+
+  Bindings of different parameters commute, so they are sorted; of several
+  bindings of one parameter gin applies the last, so only that one is kept.
+  Anything but one 'name = value' line (an include, an import, several lines)
+  can override what comes before it, so then the list stays as given.
+  """
+  last = {}
+  for binding in bindings:
+    m = _BINDING.fullmatch(binding) if isinstance(binding, str) else None
+    if m is None:
+      return list(bindings)
+    last[m.group(1)] = f'{m.group(1)} = {m.group(2)}'
+  return [last[name] for name in sorted(last)]
+
+
+def _run_keys(header):
+  """The header's RUN_KEYS, its --config bindings as canonical_bindings."""
+  keys = {k: header.get(k) for k in RUN_KEYS}
+  if isinstance(keys['extra_config'], list):
+    keys['extra_config'] = canonical_bindings(keys['extra_config'])
+  return keys
+
+
 def finished_before(output_dir, header, runs):
   """The folders of `runs` that an earlier invocation of the same sweep finished.
 
   Same runs: index.json's header has the same RUN_KEYS as `header` (config
-  files, the parsed config's digest and the --config bindings) and the run the same
-  bindings and seed; seeds or grid points added since do not matter, nor does
-  the backend. Such runs are skipped rather than started again (a finished
-  rl.run would do nothing, but still costs a process start and a checkpoint
-  restore each). Anything else (no index, another header, a run whose folder
-  is gone) is run, and rl.run sorts out the rest.
+  files, the parsed config's digest and the --config bindings, compared as
+  canonical_bindings) and the run the same bindings and seed; seeds or grid
+  points added since do not matter, nor does the backend. Such runs are
+  skipped rather than started again (a finished rl.run would do nothing, but
+  still costs a process start and a checkpoint restore each). Anything else
+  (no index, another header, a run whose folder is gone) is run, and rl.run
+  sorts out the rest.
   """
   try:
     with open(os.path.join(output_dir, INDEX_FILE)) as f:
       index = json.load(f)
   except (OSError, ValueError):
     return set()
-  if not isinstance(index, dict) or any(index.get(k) != header.get(k) for k in RUN_KEYS):
+  if not isinstance(index, dict) or _run_keys(index) != _run_keys(header):
     return set()
   wanted = {run['folder']: run for run in runs}
   done = set()
@@ -293,9 +342,11 @@ def _outcome(future):
 
 
 def run_sweep(runs, config_files, extra_config, output_dir, backend, parallel=None,
-              header=None):
+              header=None, skipped=frozenset(), allow_config_change=False):
   """Runs every run on `backend`, at most `parallel` at once, keeping index.json current.
 
+  The runs whose folders are in `skipped` (see finished_before) count as
+  finished and are not run; `backend` may be None when that is all of them.
   Returns the runs with 'status' ('finished' | 'failed') and, for failed ones,
   'error' filled in. On KeyboardInterrupt the backend's runs are stopped, the
   ones cut short marked 'interrupted' (the rest stay 'pending') and
@@ -303,7 +354,6 @@ def run_sweep(runs, config_files, extra_config, output_dir, backend, parallel=No
   """
   os.makedirs(output_dir, exist_ok=True)
   header = header or {}
-  skipped = finished_before(output_dir, header, runs)
   runs = [dict(run, status='finished' if run['folder'] in skipped else 'pending')
           for run in runs]
   write_index(output_dir, header, runs)
@@ -326,7 +376,8 @@ def run_sweep(runs, config_files, extra_config, output_dir, backend, parallel=No
     while queue or in_flight:
       while queue and len(in_flight) < parallel:
         run = queue.popleft()
-        in_flight[backend.submit(job(run, config_files, extra_config, output_dir))] = run
+        in_flight[backend.submit(job(run, config_files, extra_config, output_dir,
+                                     allow_config_change))] = run
         progress(run, 'started')
       done, _ = concurrent.futures.wait(in_flight,
                                         return_when=concurrent.futures.FIRST_COMPLETED)
@@ -349,7 +400,7 @@ def run_sweep(runs, config_files, extra_config, output_dir, backend, parallel=No
 
 
 def _binding_name(binding):
-  m = re.match(r'\s*([\w./]+)\s*=', binding)
+  m = _BINDING.match(binding)
   return m.group(1) if m else None
 
 
@@ -358,12 +409,33 @@ def _raise_interrupt(signum, frame):
   raise KeyboardInterrupt
 
 
+def check_flags():
+  """Refuses the flags a sweep would accept and ignore, rather than ignore them.
+
+  Those are rl.run's --seed and the flags of the modules imported here (orbax
+  defines some); absl's own flags (help, logging, pdb, profiling) act on every
+  absl program, this one too.
+  """
+  if FLAGS['seed'].present:
+    raise SweepError(f"--seed is rl.run's single seed; a sweep runs every grid point with "
+                     f'each of --seeds: pass --seeds={FLAGS.seed}.')
+  this_module = FLAGS.find_module_defining_flag('sweep')
+  for module, module_flags in FLAGS.flags_by_module_dict().items():
+    if module == this_module or module.split('.')[0] == 'absl':
+      continue
+    for flag in module_flags:
+      if flag.present:
+        raise SweepError(f'--{flag.name} does nothing in a sweep (it is a flag of {module}); '
+                         'drop it.')
+
+
 def main(argv):
   if len(argv) > 1:
     print(f'launch.sweep: unexpected arguments {argv[1:]}; bindings go in --config.',
           file=sys.stderr)
     sys.exit(2)
   try:
+    check_flags()
     if not FLAGS.config_file:
       raise SweepError('give --config_file, the gin config every run starts from.')
     for path in FLAGS.config_file:
@@ -388,32 +460,36 @@ def main(argv):
     if os.path.exists(FLAGS.output_dir) and not os.path.isdir(FLAGS.output_dir):
       raise SweepError(f"output folder '{FLAGS.output_dir}' is a file; pass another "
                        '--output_dir.')
-    config_digest = check_config(FLAGS.config_file, FLAGS.config, runs)
+    header = {'config_files': [os.path.abspath(p) for p in FLAGS.config_file],
+              'config_digest': check_config(FLAGS.config_file, FLAGS.config, runs),
+              'extra_config': FLAGS.config, 'sweep': os.path.abspath(FLAGS.sweep),
+              'seeds': seeds, 'backend': FLAGS.backend}
+    skipped = finished_before(FLAGS.output_dir, header, runs)
     parallel = FLAGS.parallel
     if parallel is None and FLAGS.backend == 'local':
       parallel = os.cpu_count() or 1
-    # Last, as Ray takes seconds to start: all cheaper checks come first.
-    backend = backends.make_backend(FLAGS.backend, parallel, FLAGS.ray_address,
-                                    FLAGS.ray_num_cpus, FLAGS.ray_num_gpus)
+    # Last, as Ray takes seconds to start: all cheaper checks come first. Not at
+    # all when every run finished before: there is nothing to run on it.
+    backend = None
+    if len(skipped) < len(runs):
+      backend = backends.make_backend(FLAGS.backend, parallel, FLAGS.ray_address,
+                                      FLAGS.ray_num_cpus, FLAGS.ray_num_gpus)
   except SweepError as e:
     print(f'launch.sweep: error: {e}', file=sys.stderr)
     sys.exit(2)
-  header = {'config_files': [os.path.abspath(p) for p in FLAGS.config_file],
-            'config_digest': config_digest,
-            'extra_config': FLAGS.config, 'sweep': os.path.abspath(FLAGS.sweep),
-            'seeds': seeds, 'backend': FLAGS.backend}
   index = os.path.join(FLAGS.output_dir, INDEX_FILE)
   # `kill` and cluster schedulers send SIGTERM: stop the runs as for Ctrl-C.
   signal.signal(signal.SIGTERM, _raise_interrupt)
   try:
     runs = run_sweep(runs, FLAGS.config_file, FLAGS.config, FLAGS.output_dir, backend,
-                     parallel, header)
+                     parallel, header, skipped, FLAGS.allow_config_change)
   except Interrupted as e:
     print(f'[sweep] interrupted: {e}; rerun the same command to resume. Index in {index}',
           flush=True)
     sys.exit(130)
   finally:
-    backend.close()
+    if backend is not None:
+      backend.close()
   failed = [r for r in runs if r['status'] == 'failed']
   print(f'[sweep] {len(runs) - len(failed)} of {len(runs)} runs finished, {len(failed)} '
         f'failed; index in {index}', flush=True)
@@ -421,4 +497,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(main, flags_parser=run_lib.flags_parser('launch.sweep'))

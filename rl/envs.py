@@ -3,13 +3,16 @@
 Every env the runner makes goes through here, so a bad env id fails once, early,
 with a suggestion, before anything is written to the output folder.
 """
+import collections
 import contextlib
 import difflib
+import importlib.util
 import pickle
 import re
 
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
+from gymnasium.envs.registration import parse_env_id
 from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import RecordVideo
 
@@ -17,20 +20,68 @@ from rl.errors import ConfigError
 
 VIDEO_INSTALL_HINT = "pip install '.[video]'"
 
+# Env namespaces that a package registers when it is imported: namespace ->
+# (its pip name, its module).
+NAMESPACE_PACKAGES = {'ALE': ('ale-py', 'ale_py'), 'MinAtar': ('minatar', 'minatar')}
+
 
 def check_env_id(env_id):
-  """Raises ConfigError naming the closest registered ids if `env_id` is unknown."""
+  """Raises ConfigError if `env_id` is unknown: close ids of its namespace, or its package."""
   if not isinstance(env_id, str):
     raise ConfigError(f"RLTask.env must be a gymnasium env id string, got {env_id!r}.")
   try:
     gym.spec(env_id)
+  except gym.error.NamespaceNotFound:
+    raise ConfigError(_unknown_namespace(env_id)) from None
   except gym.error.Error as e:
-    close = difflib.get_close_matches(env_id, list(gym.registry.keys()), n=3, cutoff=0.5)
+    close = _similar_ids(env_id)
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     first_line = str(e).splitlines()[0] if str(e) else type(e).__name__
     raise ConfigError(
         f"unknown env id {env_id!r} ({first_line}).{hint} "
         "Set RLTask.env to a registered gymnasium id.") from None
+
+
+def _similar_ids(env_id):
+  """Registered ids in `env_id`'s namespace whose names are close to its name.
+
+  Matched by name, not by whole id: the version suffix alone would make
+  'Pong-v5' look like 'Ant-v5', and an id of another namespace is another
+  package's env. Each close name is given in the asked version if it has it,
+  else in its newest.
+  """
+  try:
+    namespace, name, version = parse_env_id(env_id)
+  except gym.error.Error:  # malformed: compare the whole string with names
+    namespace, name, version = None, env_id, None
+  specs = collections.defaultdict(list)  # lower-cased name -> its specs
+  for spec in gym.registry.values():
+    if spec.namespace == namespace:
+      specs[spec.name.lower()].append(spec)
+  close = difflib.get_close_matches(name.lower(), list(specs), n=3, cutoff=0.6)
+  ids = []
+  for key in close:
+    same_version = [s for s in specs[key] if s.version == version]
+    newest = max(specs[key], key=lambda s: -1 if s.version is None else s.version)
+    ids.append((same_version[0] if same_version else newest).id)
+  return ids
+
+
+def _unknown_namespace(env_id):
+  """The error line for an id whose namespace nothing registered: which package would."""
+  namespace = parse_env_id(env_id)[0]
+  if namespace not in NAMESPACE_PACKAGES:
+    known = sorted({spec.namespace for spec in gym.registry.values() if spec.namespace})
+    return (f"unknown env id {env_id!r}: no installed package registers the env namespace "
+            f"{namespace!r} (registered: {', '.join(known)}); install the package that "
+            "does and import it in the gin config, or set RLTask.env to a registered id.")
+  pip_name, module = NAMESPACE_PACKAGES[namespace]
+  if importlib.util.find_spec(module) is None:
+    return (f"unknown env id {env_id!r}: the env namespace {namespace!r} is registered by "
+            f"the {pip_name} package, which is not installed; pip install {pip_name}.")
+  return (f"unknown env id {env_id!r}: the env namespace {namespace!r} is registered by "
+          f"the {pip_name} package, which is installed but not imported; add the line "
+          f"`import {module}` to the gin config.")
 
 
 def make_vector_env(env_id, n_envs, env_kwargs=None, time_limit=None, video_folder=None):
@@ -52,8 +103,9 @@ def make_vector_env(env_id, n_envs, env_kwargs=None, time_limit=None, video_fold
   changing it, so the episodes play exactly as they would unrecorded.
 
   Raises:
-    ConfigError: unknown env id, bad env kwargs, or (with `video_folder`) an
-      env that cannot render rgb_array frames or a missing video package.
+    ConfigError: unknown env id, a missing package the env needs, bad env
+      kwargs, or (with `video_folder`) an env that cannot render rgb_array
+      frames or a missing video package.
   """
   check_env_id(env_id)
   kwargs = dict(env_kwargs or {})
@@ -68,6 +120,11 @@ def make_vector_env(env_id, n_envs, env_kwargs=None, time_limit=None, video_fold
     vector_env = gym.make_vec(
         env_id, num_envs=n_envs, vectorization_mode='sync',
         vector_kwargs={'autoreset_mode': AutoresetMode.SAME_STEP}, **kwargs)
+  except gym.error.DependencyNotInstalled as e:
+    # e.g. LunarLander-v3 without box2d. gymnasium's message names the
+    # missing package and the pip command that installs it.
+    raise ConfigError(f"env {env_id!r} needs a package that is not installed: "
+                      f"{' '.join(str(e).split()).rstrip('.')}.") from None
   except TypeError as e:
     if video_folder is not None and 'render_mode' in str(e):
       # An env that declares no render_modes and takes no render_mode.

@@ -22,13 +22,20 @@ class OutputDirError(UserError):
 
 
 class NonFiniteLossError(RuntimeError):
-  """A loss or metric became NaN or infinite during training."""
+  """A loss or metric became NaN or infinite during training.
 
-  def __init__(self, metric, value, step):
+  `what_now`: what became of the run and what to change; the runner knows
+  (its checkpoints, its clipping), the trainer that raises this does not.
+  """
+
+  def __init__(self, metric, value, step, what_now=None):
     self.metric = metric
     self.value = value
     self.step = step
     super().__init__(
         f"training stopped: '{metric}' became {value} at train step {step}; "
-        "the last good checkpoint is kept. Lower the learning rate or enable "
-        "gradient clipping (e.g. Adam.clip_grad_norm = 0.5) and rerun.")
+        + (what_now or 'lower the learning rate or clip the gradients.'))
+
+
+class Interrupted(Exception):
+  """The run was stopped by Ctrl-C; the message says where, and how to resume."""

@@ -68,6 +68,9 @@ def evaluate_run(output_dir, n_episodes=None, temperature=0.0, video_path=None):
       raise ConfigError(f"--video={video_path} must name an .mp4 file, e.g. --video=ppo.mp4.")
     if importlib.util.find_spec('moviepy') is None:
       raise ConfigError(f'--video needs moviepy, which is not installed: {VIDEO_INSTALL_HINT}.')
+  if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+    raise OutputDirError(f"'{output_dir}' is a file, not a run folder; pass a run's "
+                         '--output_dir.')
   if not os.path.isdir(output_dir):
     raise OutputDirError(f"run folder '{output_dir}' does not exist; pass a run's "
                          '--output_dir.')
@@ -150,4 +153,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(main, flags_parser=run_lib.flags_parser('rl.evaluate'))

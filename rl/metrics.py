@@ -3,7 +3,9 @@
 One record per epoch, with stable keys users can script against:
   epoch, env_steps, n_trajectories, train_return, eval_return (greedy mean),
   eval_return_temperature_<T> (other temperatures), the trainer's losses and
-  metrics under their own names, time_collect, time_eval, time_train (seconds).
+  metrics under their own names, time_collect, time_eval, time_train (seconds),
+  and in the first epoch a process runs (a start or a resume) time_compile: that
+  whole epoch's seconds, which include compiling the jitted functions.
 NaN (e.g. no episode ended in an epoch) is written as null, so the file is
 strict JSON lines.
 """
@@ -15,8 +17,9 @@ from tensorboardX import SummaryWriter
 
 METRICS_FILE = 'metrics.jsonl'
 # Wall-clock fields: they differ between otherwise identical runs.
-TIMING_KEYS = ('time_collect', 'time_eval', 'time_train', 'env_steps_per_second',
-               'steps_per_second', 'policy_steps_per_second', 'value_steps_per_second')
+TIMING_KEYS = ('time_collect', 'time_eval', 'time_train', 'time_compile',
+               'env_steps_per_second', 'steps_per_second', 'policy_steps_per_second',
+               'value_steps_per_second')
 
 
 def eval_key(temperature):
@@ -54,20 +57,24 @@ class MetricsWriter:
         f.write(json.dumps(clean(record)) + '\n')
     os.replace(tmp, self._path)
     self._file = open(self._path, 'a')
-    last_epoch = history[-1]['epoch'] if history else 0
+    self._output_dir = output_dir
+    self._last_epoch = history[-1]['epoch'] if history else 0
+    self._routes = [(prefix, sub) for sub, prefix in (summary_dirs or {}).items()]
+    # Opened at their first scalar: a SummaryWriter creates its event file at
+    # once, so a rerun with no epoch left would add an empty one.
+    self._writers = {}  # subfolder -> SummaryWriter
 
-    def writer(subfolder):
+  def _writer(self, subfolder):
+    if subfolder not in self._writers:
       # purge_step hides TensorBoard events of epochs after the checkpoint.
-      return SummaryWriter(os.path.join(output_dir, subfolder), purge_step=last_epoch + 1,
-                           flush_secs=30)
-    self._tb = writer('tensorboard')
-    self._routes = [(prefix, writer(sub)) for sub, prefix in (summary_dirs or {}).items()]
+      self._writers[subfolder] = SummaryWriter(
+          os.path.join(self._output_dir, subfolder), purge_step=self._last_epoch + 1,
+          flush_secs=30)
+    return self._writers[subfolder]
 
   def _writer_for(self, key):
-    for prefix, tb in self._routes:
-      if key.startswith(prefix):
-        return tb
-    return self._tb
+    return self._writer(next((sub for prefix, sub in self._routes if key.startswith(prefix)),
+                             'tensorboard'))
 
   def write(self, record):
     record = clean(record)
@@ -76,12 +83,12 @@ class MetricsWriter:
     for k, v in record.items():
       if k not in ('epoch', 'env_steps') and isinstance(v, (int, float)) and v is not None:
         self._writer_for(k).add_scalar(k, v, global_step=record['epoch'])
-    self._tb.add_scalar('env_steps', record['env_steps'], global_step=record['epoch'])
+    self._writer('tensorboard').add_scalar('env_steps', record['env_steps'],
+                                           global_step=record['epoch'])
 
   def close(self):
     self._file.close()
-    self._tb.close()
-    for _, tb in self._routes:
+    for tb in self._writers.values():
       tb.close()
 
 
@@ -90,7 +97,8 @@ def read_metrics(output_dir):
     return [json.loads(line) for line in f if line.strip()]
 
 
-def _fmt(v):
+def format_return(v):
+  """A return as the console shows it: one decimal, 'n/a' for none (no episode ended)."""
   return 'n/a' if v is None or (isinstance(v, float) and not math.isfinite(v)) else f'{v:.1f}'
 
 
@@ -102,13 +110,20 @@ def _fmt_time(seconds):
 
 
 def console_line(record, n_epochs, seconds_per_epoch):
-  """'epoch 12/100 | env steps 24,000 | train 87.3 | eval 120.0 | 3,400 steps/s | left 0:42'."""
+  """'epoch 12/100 | env steps 24,000 | train 87.3 | eval 120.0 | 3,400 steps/s | left 0:42'.
+
+  seconds_per_epoch None: the process's first epoch, which compiles; its
+  time (time_compile) is shown instead of a time left it would inflate.
+  """
   parts = [f"epoch {record['epoch']}/{n_epochs}",
            f"env steps {record['env_steps']:,}",
-           f"train {_fmt(record.get('train_return'))}"]
+           f"train {format_return(record.get('train_return'))}"]
   if 'eval_return' in record:
-    parts.append(f"eval {_fmt(record.get('eval_return'))}")
+    parts.append(f"eval {format_return(record.get('eval_return'))}")
   if record.get('env_steps_per_second'):
     parts.append(f"{record['env_steps_per_second']:,.0f} steps/s")
-  parts.append(f"left {_fmt_time(seconds_per_epoch * (n_epochs - record['epoch']))}")
+  if seconds_per_epoch is None:
+    parts.append(f"{record['time_compile']:.1f} s incl. compiling")
+  else:
+    parts.append(f"left {_fmt_time(seconds_per_epoch * (n_epochs - record['epoch']))}")
   return ' | '.join(parts)

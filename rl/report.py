@@ -2,15 +2,23 @@ r"""Summarises finished runs: `python -m rl.report RUNS_DIR [--target=475]`.
 
 RUNS_DIR is one run folder (holding metrics.jsonl) or a folder whose
 subfolders, up to 3 levels down, are run folders. Runs whose config.gin
-differ only in RLTask.seed form a group; each group is named by the bindings
-that differ between groups (or by RUNS_DIR's name when there is one group).
+differ only in RLTask.seed form a group; groups are keyed G1, G2, ... and
+named by the bindings whose values differ between them (or by RUNS_DIR's
+name when there is one group). Only finished runs are summarised: a run is
+finished when its last epoch is its train_rl.n_epochs, or when that epoch's
+eval_return reached its train_rl.stop_at_return; the others are listed under
+their group with the epoch they reached. Training seconds leave out the
+epochs that compiled (time_compile, logged by the first epoch of every start
+and resume; without it, the first epoch), reported as compile seconds.
 Writes, and prints the first of:
   <RUNS_DIR>/report.md             a markdown table per group;
   <RUNS_DIR>/learning_curves.png   eval return against env steps: mean line
                                    and min-max band over seeds per group.
 """
+import ast
 import math
 import os
+import statistics
 import sys
 
 from absl import app
@@ -18,6 +26,7 @@ from absl import flags
 
 from rl import learning_curves as learning
 from rl.metrics import METRICS_FILE
+from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
 from rl.run import CONFIG_FILE
 from rl.run import config_bindings
@@ -30,8 +39,11 @@ MAX_DEPTH = 3
 SEED_BINDING = 'RLTask.seed'
 REPORT_FILE = 'report.md'
 PLOT_FILE = 'learning_curves.png'
-
-
+UNSET = '(unset)'
+# Legends name groups by their key alone once a name is longer than this.
+LEGEND_NAME_CHARS = 30
+# Group i is drawn in colour C(i % 10) with line style i // 10: 10 colours repeat.
+LINE_STYLES = ('-', '--', ':', '-.')
 
 
 def find_runs(runs_dir):
@@ -71,9 +83,8 @@ def run_bindings(run_dir):
 def group_runs(run_dirs, default_name):
   """[(name, [run_dir, ...])] of runs whose bindings are equal but for the seed.
 
-  Groups keep the order of their first run. The name lists the bindings whose
-  values are not the same in every group ('k=v, k2=v2'), so that two groups
-  never share a name; a lone group is called `default_name`.
+  Groups keep the order of their first run and are named by `group_names`; a
+  lone group is called `default_name`.
   """
   groups = {}
   for run_dir in run_dirs:
@@ -81,11 +92,76 @@ def group_runs(run_dirs, default_name):
     groups.setdefault(tuple(sorted(bindings.items())), (bindings, []))[1].append(run_dir)
   if len(groups) == 1:
     return [(default_name, next(iter(groups.values()))[1])]
-  all_bindings = [bindings for bindings, _ in groups.values()]
+  names = group_names([bindings for bindings, _ in groups.values()])
+  return [(name, runs) for name, (_, runs) in zip(names, groups.values())]
+
+
+def group_names(all_bindings):
+  """Names telling groups apart: 'k=v, k2=v2' of the bindings whose values differ.
+
+  config.gin lists every parameter of the configurables a run used, defaults
+  included, so a binding that some groups lack belongs to a configurable only
+  the others use (another trainer's parameters): the binding choosing it
+  (train_rl.trainer_class) already differs, and listing all of those as
+  '(unset)' made names of thousands of characters. Such bindings count only
+  when the names would otherwise not tell every group apart.
+  """
   keys = sorted(set().union(*all_bindings))
-  differing = [k for k in keys if len({b.get(k, '(unset)') for b in all_bindings}) > 1]
-  return [(', '.join(f"{k}={bindings.get(k, '(unset)')}" for k in differing), runs)
-          for bindings, runs in groups.values()]
+  differing = [k for k in keys if len({b[k] for b in all_bindings if k in b}) > 1]
+  names = [', '.join(f'{k}={b[k]}' for k in differing if k in b) for b in all_bindings]
+  if '' not in names and len(set(names)) == len(names):
+    return names
+  differing = [k for k in keys if len({b.get(k, UNSET) for b in all_bindings}) > 1]
+  return [', '.join(f'{k}={b.get(k, UNSET)}' for k in differing) for b in all_bindings]
+
+
+def _binding_value(bindings, key):
+  """The Python value of a binding (None when it is missing or not a literal)."""
+  try:
+    return ast.literal_eval(bindings[key])
+  except (KeyError, ValueError, SyntaxError):
+    return None
+
+
+def unfinished_epochs(run_dir, records):
+  """'epoch E of N' for a run that has not finished, None for a finished one.
+
+  rl.run marks no run as done, so the config.gin it writes at every start
+  decides: a run is finished when its last epoch is train_rl.n_epochs, or
+  when that epoch's eval_return reached train_rl.stop_at_return (the trainer
+  stops after such an epoch, and started again runs no more). A run without
+  train_rl.n_epochs (no config.gin) counts as finished: nothing says otherwise.
+  """
+  bindings = run_bindings(run_dir)
+  n_epochs = _binding_value(bindings, 'train_rl.n_epochs')
+  stop_at = _binding_value(bindings, 'train_rl.stop_at_return')
+  last = max(records, key=lambda r: r['epoch'], default={'epoch': 0})
+  value = learning.finite(last.get('eval_return'))
+  if (n_epochs is None or last['epoch'] >= n_epochs
+      or (stop_at is not None and value is not None and value >= stop_at)):
+    return None
+  return f"epoch {last['epoch']} of {n_epochs}"
+
+
+def split_compile(records):
+  """(compile seconds, `records` with no seconds in the epochs that compiled).
+
+  The epochs that jit-compile take far longer than the rest: those logging
+  time_compile (their seconds) where rl.run logs it, else the first. Leaving
+  them out of training seconds and seconds to target compares the runs'
+  training, not their compilation.
+  """
+  # Truthy, not just present: a time_compile of 0 (or null) compiled nothing.
+  compiled = [r for r in records if learning.finite(r.get('time_compile'))]
+  if compiled:
+    seconds = sum(learning.finite(r['time_compile']) for r in compiled)
+  else:
+    compiled = [min(records, key=lambda r: r['epoch'])] if records else []
+    seconds = sum(map(learning.epoch_seconds, compiled))
+  compiled = {id(r) for r in compiled}
+  timed = [{k: v for k, v in r.items() if k not in TIMING_KEYS} if id(r) in compiled else r
+           for r in records]
+  return seconds, timed
 
 
 def best_eval(records):
@@ -99,14 +175,20 @@ def summarize_group(name, records_per_run, target=None):
 
   Returns learning.summarize_config's row (n_runs, final_mean, final_std
   (population std over seeds), and with a target n_reached, median_steps and
-  median_seconds to the first eval >= target) plus 'best' over all its runs.
+  median_seconds to the first eval >= target) plus 'best' over all its runs
+  and the mean over runs of 'train_seconds' and 'compile_seconds' (see
+  `split_compile`; median_seconds leaves out compile seconds too).
   """
+  compile_seconds, timed = zip(*map(split_compile, records_per_run))
   # No env-step budget applies here: any epoch reaching the target counts.
   runs = [learning.summarize_run(records, math.inf if target is None else target, math.inf)
-          for records in records_per_run]
+          for records in timed]
   row = learning.summarize_config(name, target, None, runs)
   bests = [b for b in map(best_eval, records_per_run) if b is not None]
   row['best'] = max(bests) if bests else None
+  row['train_seconds'] = statistics.fmean(
+      sum(map(learning.epoch_seconds, records)) for records in timed)
+  row['compile_seconds'] = statistics.fmean(compile_seconds)
   return row
 
 
@@ -114,66 +196,107 @@ def _fmt(value, digits=1):
   return '—' if value is None else f'{value:,.{digits}f}'
 
 
-def format_group(row, run_names, target=None):
-  """A group's markdown section: heading, one-row table, its runs."""
-  header = ['runs', 'final eval_return (mean ± std)', 'best eval_return']
+def format_group(heading, row, run_names, unfinished, target=None):
+  """A group's markdown section: heading, one-row table, its runs.
+
+  Args:
+    heading: the section's title.
+    row: `summarize_group` of its finished runs (None when none finished).
+    run_names: its finished runs' names.
+    unfinished: 'name (epoch E of N)' of its other runs.
+    target: adds the target columns when given.
+  """
+  lines = [f'## {heading}', '']
+  left_out = 'Unfinished, left out: ' + ', '.join(unfinished)
+  if row is None:
+    return '\n'.join(lines + ['No finished run. ' + left_out])
+  header = ['runs', 'final eval_return (mean ± std)', 'best eval_return',
+            'training seconds (mean)', 'compile seconds (mean)']
   final = ('—' if row['final_mean'] is None
            else f"{row['final_mean']:.1f} ± {row['final_std']:.1f}")
   if row['final_mean'] is not None and row['n_final'] != row['n_runs']:
     # Say when the mean is over fewer runs than the group has.
     final += f" ({row['n_final']}/{row['n_runs']} runs)"
-  cells = [str(row['n_runs']), final, _fmt(row['best'])]
+  cells = [str(row['n_runs']), final, _fmt(row['best']), _fmt(row['train_seconds']),
+           _fmt(row['compile_seconds'])]
   if target is not None:
     header += [f'runs reaching {target:g}', 'median env steps to target',
                'median seconds to target']
     cells += [f"{row['n_reached']}/{row['n_runs']}", _fmt(row['median_steps'], 0),
               _fmt(row['median_seconds'])]
-  return '\n'.join([f"## {row['config']}", '',
-                    '| ' + ' | '.join(header) + ' |',
-                    '|' + '---|' * len(header),
-                    '| ' + ' | '.join(cells) + ' |', '',
-                    'Runs: ' + ', '.join(run_names)])
+  lines += ['| ' + ' | '.join(header) + ' |',
+            '|' + '---|' * len(header),
+            '| ' + ' | '.join(cells) + ' |', '',
+            'Runs: ' + ', '.join(run_names)]
+  return '\n'.join(lines + ([left_out] if unfinished else []))
 
 
-def plot_groups(groups, path, target=None):
-  """Eval return against env steps on one axes, one colour per group.
+def curves_figure(groups, target=None):
+  """Eval return against env steps on one axes, the legend to its right.
 
   Args:
-    groups: [(name, [(env_steps, eval_returns) per run])].
-    path: the PNG to write.
+    groups: [(legend label, [(env_steps, eval_returns) per run])]; group i is
+      drawn in colour i % 10 and line style i // 10; one without runs is not
+      drawn (and keeps the next groups' colours).
     target: drawn as a dashed line when given.
+
+  Returns:
+    The matplotlib figure; close it with plt.close.
   """
   import matplotlib  # pylint: disable=import-outside-toplevel
   matplotlib.use('Agg')  # files only: reports are made on machines without a display
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
   from matplotlib import ticker  # pylint: disable=import-outside-toplevel
 
-  fig, ax = plt.subplots(figsize=(8, 5))
-  for i, (name, curves) in enumerate(groups):
-    color = f'C{i % 10}'
+  # Constrained layout makes room for a legend outside the axes, where it
+  # covers no curve however many groups there are.
+  fig, ax = plt.subplots(figsize=(9, 5), layout='constrained')
+  for i, (label, curves) in enumerate(groups):
+    style = {'color': f'C{i % 10}', 'linestyle': LINE_STYLES[i // 10 % len(LINE_STYLES)]}
+    label = f'{label} ({len(curves)} runs)'
     # Mean and band only where every seed has evals; see aggregate_curves.
     grid, mean, low, high = learning.aggregate_curves(curves)
     if len(grid) > 1:
-      ax.fill_between(grid, low, high, color=color, alpha=0.2)
-      ax.plot(grid, mean, color=color, linewidth=2, label=f'{name} ({len(curves)} runs)')
+      ax.fill_between(grid, low, high, color=style['color'], alpha=0.2)
+      ax.plot(grid, mean, linewidth=2, label=label, **style)
     else:
       # One common point (or none) draws no line: show the seeds' own curves.
       for j, (steps, returns) in enumerate(curves):
-        ax.plot(steps, returns, color=color, marker='.',
-                label=f'{name} ({len(curves)} runs)' if j == 0 else None)
+        ax.plot(steps, returns, marker='.', label=label if j == 0 else None, **style)
   if target is not None:
     ax.axhline(target, color='gray', linestyle='--', label=f'target {target:g}')
   ax.set_xlabel('env steps')
-  steps_label = learning.steps_label
-  ax.xaxis.set_major_formatter(ticker.FuncFormatter(steps_label))
+  ax.xaxis.set_major_formatter(ticker.FuncFormatter(learning.steps_label))
   ax.set_ylabel('eval return (greedy)')
   ax.set_title('eval return: mean and min–max over seeds')
   ax.grid(alpha=0.3)
   if ax.get_legend_handles_labels()[0]:
-    ax.legend(loc='best', fontsize='small')
-  fig.tight_layout()
+    ax.legend(loc='upper left', bbox_to_anchor=(1.01, 1), fontsize='small',
+              ncols=1 + len(groups) // 25)  # taller than the axes past ~25 entries
+  return fig
+
+
+def plot_groups(groups, path, target=None):
+  """Writes `curves_figure(groups, target)` to the PNG `path`."""
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  fig = curves_figure(groups, target)
   fig.savefig(path, dpi=100)
   plt.close(fig)
+
+
+def group_labels(names):
+  """(heading, legend label) per group name: 'G1: name' and 'G1', ...
+
+  A lone group is called by its name. The legend shows the names too when
+  they are all short: long ones that begin alike are unreadable there, and
+  the report's headings say which key is which.
+  """
+  if len(names) == 1:
+    return [(names[0], names[0])]
+  keys = [f'G{i}' for i in range(1, len(names) + 1)]
+  headings = [f'{key}: {name}' for key, name in zip(keys, names)]
+  short = all(len(name) <= LEGEND_NAME_CHARS for name in names)
+  return list(zip(headings, headings if short else keys))
 
 
 def make_report(runs_dir, target=None):
@@ -189,20 +312,33 @@ def make_report(runs_dir, target=None):
     raise ValueError(f"no {METRICS_FILE} in '{runs_dir}' or its subfolders "
                      f'(up to {MAX_DEPTH} levels down).')
   default_name = os.path.basename(os.path.abspath(runs_dir))
+  groups = group_runs(run_dirs, default_name)
+  labels = group_labels([name for name, _ in groups])
   sections, curves = [], []
-  for name, group in group_runs(run_dirs, default_name):
-    records_per_run = [read_metrics(run_dir) for run_dir in group]
-    row = summarize_group(name, records_per_run, target)
-    # A lone run folder given as RUNS_DIR is named by itself, not '.'.
-    run_names = [os.path.relpath(run_dir, runs_dir) if run_dir != runs_dir else default_name
-                 for run_dir in group]
-    sections.append(format_group(row, run_names, target))
-    curves.append((name, [learning.eval_curve(records) for records in records_per_run]))
-  note = ('Final eval_return: each run\'s last finite eval_return; mean ± population std '
-          'over the runs.')
+  for (name, group), (heading, label) in zip(groups, labels):
+    finished, unfinished = [], []
+    for run_dir in group:
+      records = read_metrics(run_dir)
+      # A lone run folder given as RUNS_DIR is named by itself, not '.'.
+      run_name = os.path.relpath(run_dir, runs_dir) if run_dir != runs_dir else default_name
+      progress = unfinished_epochs(run_dir, records)
+      if progress is None:
+        finished.append((run_name, records))
+      else:
+        unfinished.append(f'{run_name} ({progress})')
+    records_per_run = [records for _, records in finished]
+    row = summarize_group(name, records_per_run, target) if finished else None
+    sections.append(format_group(heading, row, [n for n, _ in finished], unfinished, target))
+    curves.append((label, [learning.eval_curve(records) for records in records_per_run]))
+  note = ('Only finished runs are summarised: a run is finished when its last epoch is its '
+          'train_rl.n_epochs or its eval_return reached train_rl.stop_at_return. '
+          'Final eval_return: each run\'s last finite eval_return; mean ± population std '
+          'over the runs. Seconds: the epochs\' time_collect + time_train + time_eval, '
+          'without the epochs that compiled (time_compile where logged, else the first '
+          'epoch), whose seconds are the compile seconds.')
   if target is not None:
-    note += (' Medians are over the runs reaching the target; seconds sum the epochs\' '
-             'time_collect + time_train + time_eval up to the first eval >= target.')
+    note += (' Medians are over the runs reaching the target, seconds up to the first '
+             'eval >= target.')
   text = f'# Report: {default_name}\n\n' + '\n\n'.join(sections) + '\n\n' + note + '\n'
   with open(os.path.join(runs_dir, REPORT_FILE), 'w') as f:
     f.write(text)

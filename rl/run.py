@@ -4,13 +4,16 @@ Config files are parsed in order, then the --config bindings, then --seed.
 Everything that can be wrong with the input (config, env, action space,
 output folder) is checked before the first write to the output folder, and
 reported as one line with a non-zero exit. Rerunning the same command on the
-same folder resumes from the last checkpoint.
+same folder resumes from the last checkpoint; so does `--output_dir=D` alone,
+from the config the run saved in D.
 """
+import ast
 import contextlib
 import difflib
 import fcntl
 import inspect
 import logging
+import math
 import os
 import re
 import sys
@@ -28,10 +31,12 @@ from rl import models  # pylint: disable=unused-import
 from rl import trainers  # pylint: disable=unused-import
 from rl.checkpoints import Checkpointer
 from rl.errors import ConfigError
+from rl.errors import Interrupted
 from rl.errors import NonFiniteLossError
 from rl.errors import OutputDirError
 from rl.errors import UserError
 from rl.metrics import MetricsWriter
+from rl.metrics import format_return
 from rl.supervised import lr_schedules  # pylint: disable=unused-import
 from rl.supervised import optimizers  # pylint: disable=unused-import
 from rl.task import RLTask
@@ -134,13 +139,41 @@ def _parameter_default(fn, name):
   return inspect.Parameter.empty
 
 
-def check_integer_bindings():
-  """Refuses a float or bool bound to an integer parameter (epochs, sizes, counts, seeds).
+def _numeric_kind(name, default):
+  """'an integer', 'a number' or None: what a parameter takes, judged by its default."""
+  if type(default) is int or (  # pylint: disable=unidiomatic-typecheck
+      default is None and name in _INTEGER_PARAMETERS_WITHOUT_DEFAULT):
+    return 'an integer'
+  if type(default) is float:  # pylint: disable=unidiomatic-typecheck
+    return 'a number'
+  return None
+
+
+def _example_number(text, default, kind):
+  """A number of `kind` to show for a wrong value: `text`'s own if it is one, else the default."""
+  def fits(number):
+    allowed = (int,) if kind == 'an integer' else (int, float)
+    return isinstance(number, allowed) and not isinstance(number, bool) and math.isfinite(number)
+  try:
+    number = ast.literal_eval(text.strip())
+  except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+    number = None
+  if fits(number):
+    return number
+  # 0 is a poor example for most counts (n_envs, batch sizes): 1 instead.
+  return default if fits(default) and default else 1
+
+
+def check_numeric_bindings():
+  """Refuses a value of the wrong type bound to a numeric parameter (epochs, sizes, rates).
 
   Python would take `n_epochs = 2.5` as 2 (range() refuses it, int() floors
-  it), and `n_envs = True` as 1, so such a run would quietly differ from the
-  config. A parameter is an integer one when its default is an int (not a
-  bool), or it is one of the step and trajectory counts that default to None.
+  it), `n_envs = True` as 1, and `n_epochs = '3'` as whatever the code does
+  with a string (float() converts it, arithmetic fails far from the config),
+  so such a run would quietly differ from the config or fail late. A
+  parameter is an integer one when its default is an int (not a bool), or it
+  is one of the step and trajectory counts that default to None; a number
+  one when its default is a float.
   """
   registry = gin.config._REGISTRY  # pylint: disable=protected-access
   for (scope, selector), params in gin.config._CONFIG.items():  # pylint: disable=protected-access
@@ -149,18 +182,25 @@ def check_integer_bindings():
     except Exception:  # pylint: disable=broad-except
       continue
     for name, value in params.items():
-      if not isinstance(value, (bool, float)):
+      if not isinstance(value, (bool, float, str)):
         continue
       default = _parameter_default(fn, name)
-      integer = ((type(default) is int)  # pylint: disable=unidiomatic-typecheck
-                 or (default is None and name in _INTEGER_PARAMETERS_WITHOUT_DEFAULT))
-      if not integer:
+      kind = _numeric_kind(name, default)
+      if kind is None or (kind == 'a number' and isinstance(value, float)):
         continue
       binding = f"{scope + '/' if scope else ''}{selector.split('.')[-1]}.{name}"
+      if isinstance(value, str):
+        raise ConfigError(f'{binding} must be {kind}, got {value!r} (a string); bind it '
+                          f'without quotes, e.g. {binding} = '
+                          f'{_example_number(value, default, kind)}.')
       if isinstance(value, bool):
-        raise ConfigError(f'{binding} must be an integer, got {value} (a bool); '
-                          f'bind a whole number, e.g. {binding} = {default or 1}.')
-      example = int(value) if value == int(value) else max(int(value), 1)
+        raise ConfigError(f'{binding} must be {kind}, got {value} (a bool); bind a '
+                          f"{'whole number' if kind == 'an integer' else 'number'}, e.g. "
+                          f'{binding} = {_example_number("", default, kind)}.')
+      if math.isfinite(value):
+        example = int(value) if value == int(value) else max(int(value), 1)
+      else:
+        example = _example_number('', default, kind)
       raise ConfigError(f'{binding} must be an integer, got {value!r} (a float); '
                         f'bind a whole number without a decimal point, e.g. '
                         f'{binding} = {example}.')
@@ -185,15 +225,53 @@ def _gin_error(e):
     return ConfigError(f"'{selector}' has no parameter '{param}'."
                        f"{_suggest(param, _parameters_of(selector))} "
                        "Fix the binding's parameter name.")
+  m = re.search(r"Failed to parse token '([^']*)'", text)
+  if m and isinstance(e, SyntaxError) and '=' in (e.text or ''):
+    return ConfigError(_not_a_literal(m.group(1), e.text, e.filename, e.lineno))
   return ConfigError(f'bad gin config: {text[:400]}')
+
+
+def _not_a_literal(token, line, filename, lineno):
+  """Says that a binding's value is not a Python literal, and shows it quoted.
+
+  The usual cause is a string without its quotes (RLTask.env = CartPole-v1),
+  on the command line often because the shell removed them from a --config
+  argument that was not quoted as a whole.
+  """
+  name, _, value = (part.strip() for part in line.partition('='))
+  if re.fullmatch(r'[\w.:/+-]+', value):  # one bare word: quote all of it
+    word, quoted = value, repr(value)
+  else:  # quote the word gin stopped at
+    word = token
+    quoted = re.sub(rf'(?<![\w\'"]){re.escape(token)}(?![\w\'"])', repr(token), value, count=1)
+  if filename:
+    return (f'{filename}, line {lineno}: {word}, in {name} = {value}, is not a Python literal; '
+            f'a string needs quotes: {name} = {quoted}.')
+  return (f'--config {name}={value}: {word} is not a Python literal; a string needs quotes, '
+          f'{name}={quoted}, and the shell needs the whole binding in quotes: '
+          f'--config "{name}={quoted}".')
+
+
+# What to show as the value of a required binding that is missing.
+_REQUIRED_EXAMPLES = {'RLTask.env': "'CartPole-v1'", 'train_rl.trainer_class': '@PPO'}
+
+
+def _missing_required(selector, params):
+  """Names gin.REQUIRED parameters left unbound, and how to bind them."""
+  names = [f'{selector}.{param}' for param in params]
+  value = _REQUIRED_EXAMPLES.get(names[0], '<value>')
+  return (f"{' and '.join(names)} {'is' if len(names) == 1 else 'are'} required but not "
+          f'bound; add e.g. {names[0]} = {value} to the config file or pass '
+          f'--config "{names[0]}={value}".')
 
 
 def construct(cls, **kwargs):
   """Calls a gin-configured class; errors that come from the config become one line.
 
   Those are the UserErrors the constructors raise for bad values and
-  combinations, and TypeErrors of a misspelt parameter or a binding of the
-  wrong type. Any other exception is a bug in the code, not in the config:
+  combinations, TypeErrors of a misspelt parameter or a binding of the
+  wrong type, and gin's RuntimeError for a required parameter left unbound.
+  Any other exception is a bug in the code, not in the config:
   it keeps its type and traceback rather than being blamed on the bindings.
   """
   try:
@@ -213,6 +291,11 @@ def construct(cls, **kwargs):
       raise return_error from None
     raise ConfigError(f'cannot build {cls.__name__}: {first_sentence(text)} '
                       '(check the types of its gin bindings).') from None
+  except RuntimeError as e:
+    m = re.match(r'Required bindings for `([^`]+)` not provided in config: \[([^\]]*)\]', str(e))
+    if not m:
+      raise
+    raise ConfigError(_missing_required(m.group(1), re.findall(r"'([^']+)'", m.group(2)))) from None
 
 
 def first_sentence(text):
@@ -221,17 +304,61 @@ def first_sentence(text):
   return ' '.join(text.split())[:400]
 
 
+@contextlib.contextmanager
+def _includes_beside_their_file():
+  """Makes gin look for an `include`d file beside the file that includes it first.
+
+  gin opens an included path as written, so relative to the working directory
+  (google/gin-config#104): `include 'base.gin'` in configs/x.gin would work
+  only when run from configs/. gin opens every config file, given or
+  included, through gin.config.parse_config_file, so wrapping that function
+  sees each include with the file that holds it (nested ones too). A path
+  that is not beside the including file is still looked up from the working
+  directory, where it used to be found.
+  """
+  original = gin.config.parse_config_file
+  parsing = []  # the files being parsed, the innermost last
+
+  def parse_config_file(path, *args, **kwargs):
+    if parsing:
+      path = _included_path(path, parsing[-1])
+    parsing.append(path)
+    try:
+      return original(path, *args, **kwargs)
+    finally:
+      parsing.pop()
+
+  gin.config.parse_config_file = parse_config_file
+  try:
+    yield
+  finally:
+    gin.config.parse_config_file = original
+
+
+def _included_path(path, including):
+  """Where the `include`d `path` is: beside the `including` file, else from the working dir."""
+  candidates = [path] if os.path.isabs(path) else [
+      os.path.join(os.path.dirname(including), path), path]
+  for candidate in candidates:
+    if os.path.isfile(candidate):
+      return candidate
+  raise ConfigError(f"'{including}' includes '{path}', which does not exist beside it nor in "
+                    'the working directory; fix the include path.')
+
+
 def parse_config(config_files, bindings):
   for path in config_files:
     if not os.path.isfile(path):
       raise ConfigError(f"config file '{path}' does not exist; check the --config_file path.")
   try:
-    gin.parse_config_files_and_bindings(config_files, bindings, finalize_config=False)
-  except (ValueError, KeyError, SyntaxError, TypeError) as e:
-    raise _gin_error(e) from None
+    with _includes_beside_their_file():
+      gin.parse_config_files_and_bindings(config_files, bindings, finalize_config=False)
+  except UserError as e:
+    # Ours, raised inside gin, which appends the include's location on more lines.
+    raise ConfigError(str(e).splitlines()[0]) from None
   except Exception as e:  # gin's own parse errors  pylint: disable=broad-except
     raise _gin_error(e) from None
-  check_integer_bindings()
+  check_numeric_bindings()
 
 
 def config_bindings(config_str):
@@ -250,15 +377,37 @@ def config_bindings(config_str):
   return bindings
 
 
-def config_difference(old, new):
-  """Sorted 'name: old -> new' strings for bindings that differ (n_epochs excepted)."""
+def _binds_default(key, value):
+  """Whether binding `key` ('scope/selector.param') to the gin text `value` restates its default."""
+  selector, _, param = key.rpartition('.')
+  registry = gin.config._REGISTRY  # pylint: disable=protected-access
+  try:
+    fn = registry.get_match(selector.split('/')[-1]).wrapped
+    value = ast.literal_eval(value)
+  except Exception:  # pylint: disable=broad-except  # an unknown name, a @reference
+    return False
+  default = _parameter_default(fn, param)
+  return type(value) is type(default) and value == default  # pylint: disable=unidiomatic-typecheck
+
+
+def config_difference(old, new, new_is_operative=False):
+  """Sorted 'name: old -> new' strings for bindings that differ (RESUMABLE_BINDINGS excepted).
+
+  A binding that one config lacks and the other sets to its parameter's
+  default is no difference: a run's saved config.gin spells out the defaults.
+  With `new_is_operative` (`new` comes from a run's config.gin, which lists
+  every binding the run used), a binding that only `old` has was never used.
+  """
   old_b, new_b = config_bindings(old), config_bindings(new)
   diffs = []
   for k in sorted(set(old_b) | set(new_b)):
-    if k in RESUMABLE_BINDINGS:
+    if k in RESUMABLE_BINDINGS or old_b.get(k) == new_b.get(k):
       continue
-    if old_b.get(k) != new_b.get(k):
-      diffs.append(f'{k}: {old_b.get(k, "(unset)")} -> {new_b.get(k, "(unset)")}')
+    if k not in new_b and new_is_operative:
+      continue
+    if (k not in old_b or k not in new_b) and _binds_default(k, new_b.get(k, old_b.get(k))):
+      continue
+    diffs.append(f'{k}: {old_b.get(k, "(unset)")} -> {new_b.get(k, "(unset)")}')
   return diffs
 
 
@@ -317,16 +466,32 @@ def _setup_logging(output_dir):
   return logger
 
 
+def saved_config(output_dir):
+  """The config.gin of the run in `output_dir`, to resume it without its config files."""
+  if output_dir is None:
+    raise ConfigError('give --config_file=<file.gin> to start a run, or --output_dir=<run '
+                      'folder> to resume one.')
+  path = os.path.join(output_dir, CONFIG_FILE)
+  if not os.path.isfile(path):
+    raise OutputDirError(f"'{output_dir}' holds no run to resume (no {CONFIG_FILE}); give "
+                         '--config_file=<file.gin> to start one there.')
+  return path
+
+
 def execute(config_files, bindings, output_dir=None, seed=None, allow_config_change=False):
-  """Parses the config, builds, resumes and runs. Returns the finished trainer."""
+  """Parses the config, builds, resumes and runs. Returns the finished trainer.
+
+  Without `config_files`, the run in `output_dir` resumes from its saved config.
+  """
   gin.clear_config()
+  from_saved_config = not config_files
+  if from_saved_config:
+    config_files = [saved_config(output_dir)]
   bindings = list(bindings)
   if seed is not None:
     bindings.append(f'RLTask.seed = {int(seed)}')
   parse_config(config_files, bindings)
   if output_dir is None:
-    if not config_files:
-      raise ConfigError('give --config_file (or --output_dir with --config bindings).')
     stem = os.path.splitext(os.path.basename(config_files[0]))[0]
     output_dir = os.path.join('runs', stem)
   check_output_dir(output_dir)
@@ -342,7 +507,8 @@ def execute(config_files, bindings, output_dir=None, seed=None, allow_config_cha
     restored = checkpointer.restore_latest()
     if restored is not None:
       _, arrays, meta = restored
-      diffs = config_difference(meta.get('config', ''), full_config)
+      diffs = config_difference(meta.get('config', ''), full_config,
+                                new_is_operative=from_saved_config)
       if diffs and not allow_config_change:
         raise OutputDirError(
             f"output folder '{output_dir}' holds a run with a different config ("
@@ -378,23 +544,94 @@ def execute(config_files, bindings, output_dir=None, seed=None, allow_config_cha
     try:
       trainer.run(run.n_epochs, checkpoint_fn=save, checkpoint_every=run.checkpoint_every,
                   writer=writer, log=log.info, stop_at_return=run.stop_at_return)
+    except KeyboardInterrupt:
+      # The epoch in progress is the one after the last logged (at most the last).
+      epoch = min(len(trainer.history) + 1, run.n_epochs)
+      raise Interrupted(interrupted_message(output_dir, epoch, run.n_epochs,
+                                            last_checkpoint(checkpointer))) from None
+    except NonFiniteLossError as e:
+      raise NonFiniteLossError(e.metric, e.value, e.step, what_now=after_non_finite(
+          last_checkpoint(checkpointer), gin.operative_config_str())) from None
     finally:
       writer.close()
       checkpointer.close()
       trainer.close()
     last = trainer.history[-1] if trainer.history else {}
     log.info('Training is done: %d epochs, %d env steps, eval return %s. Outputs in %s.',
-             trainer.epoch, trainer.task.n_interactions, last.get('eval_return', 'n/a'),
+             trainer.epoch, trainer.task.n_interactions, format_return(last.get('eval_return')),
              output_dir)
   return trainer
+
+
+def last_checkpoint(checkpointer):
+  """The epoch of the newest checkpoint on disk, or None."""
+  return max(checkpointer.all_steps(), default=None)
+
+
+def interrupted_message(output_dir, epoch, n_epochs, checkpoint_epoch):
+  """Where a Ctrl-C stopped the run and what a rerun of the same command does."""
+  where = f'interrupted in epoch {epoch}/{n_epochs}'
+  if checkpoint_epoch is None:
+    return f'{where}; no checkpoint was written yet: rerun the same command to start it again.'
+  path = os.path.join(output_dir, CHECKPOINT_DIR, str(checkpoint_epoch))
+  return (f'{where}; the last checkpoint is epoch {checkpoint_epoch} ({path}): rerun the same '
+          'command to resume from it.')
+
+
+def after_non_finite(checkpoint_epoch, operative_config):
+  """What a NaN stop leaves and what to change, true to the run's checkpoints and clipping.
+
+  A changed learning rate is a changed config, which a resume refuses
+  without --allow_config_change; the clipping advice names an optimizer that
+  is used without clipping, or says that every one clips already.
+  """
+  clipping = {k: v for k, v in config_bindings(operative_config).items()
+              if k.endswith('.clip_grad_norm')}
+  unclipped = [k for k, v in clipping.items() if v == 'None']
+  if unclipped or not clipping:
+    fix = ('lower the learning rate or enable gradient clipping (e.g. '
+           f"{unclipped[0] if unclipped else 'Adam.clip_grad_norm'} = 0.5)")
+  else:
+    settings = ', '.join(f'{k} = {v}' for k, v in clipping.items())
+    fix = f'gradient clipping is already on ({settings}), so lower the learning rate'
+  if checkpoint_epoch is None:
+    return f'no checkpoint was written yet. To retry, {fix} and rerun.'
+  return (f'the last good checkpoint (epoch {checkpoint_epoch}) is kept. To go on, {fix} and '
+          'rerun with --allow_config_change (or start over in another --output_dir).')
+
+
+def stray_arguments(args):
+  """Says what to do with arguments given without a flag."""
+  for arg in args:
+    if arg.endswith('.gin') or os.path.isfile(arg):
+      return f"unexpected argument '{arg}'; a config file goes in --config_file={arg}."
+  return f'unexpected arguments {args}; bindings go in --config.'
+
+
+def flags_parser(program):
+  """absl's flag parsing, with a bad flag reported as one line and exit 2 like other bad input.
+
+  absl's own parser prints two lines and exits 1.
+  """
+  def parse(argv):
+    try:
+      return FLAGS(argv)
+    except flags.Error as e:
+      message = ' '.join(str(e).split())
+      m = re.match(r'flag --(\w+)=', message)
+      if m and m.group(1) in FLAGS:
+        message += f'; --{m.group(1)} takes {FLAGS[m.group(1)].flag_type()} values'
+      print(f'{program}: error: {message} ({program} --helpshort lists the flags).',
+            file=sys.stderr)
+      sys.exit(2)
+  return parse
 
 
 def main(argv):
   # orbax logs every checkpoint step at INFO through absl; the console is ours.
   absl_logging.set_verbosity(absl_logging.WARNING)
   if len(argv) > 1:
-    print(f'rl.run: unexpected arguments {argv[1:]}; bindings go in --config.',
-          file=sys.stderr)
+    print(f'rl.run: error: {stray_arguments(argv[1:])}', file=sys.stderr)
     sys.exit(2)
   try:
     execute(FLAGS.config_file, FLAGS.config, FLAGS.output_dir, FLAGS.seed,
@@ -405,7 +642,14 @@ def main(argv):
   except NonFiniteLossError as e:
     print(f'rl.run: error: {e}', file=sys.stderr)
     sys.exit(1)
+  except Interrupted as e:
+    print(f'rl.run: {e}', file=sys.stderr)
+    sys.exit(130)
+  except KeyboardInterrupt:
+    print('rl.run: interrupted before training started; rerun the same command to run it.',
+          file=sys.stderr)
+    sys.exit(130)
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(main, flags_parser=flags_parser('rl.run'))

@@ -25,6 +25,7 @@ import tempfile
 import warnings
 
 import gin
+import gymnasium as gym
 import numpy as np
 
 from rl import envs as envs_lib
@@ -36,6 +37,11 @@ Batch = collections.namedtuple(
     'Batch', ['observation', 'action', 'reward', 'done', 'mask', 'dist_inputs', 'return_'])
 
 _ROW_FIELDS = Batch._fields
+
+# Observations are stored in fixed-shape arrays and fed to the networks as
+# such; composite spaces (Tuple, Dict, ...) have no array shape.
+OBSERVATION_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
+                      gym.spaces.MultiBinary)
 
 
 class EpochData:
@@ -168,6 +174,13 @@ class RLTask:
 
     self._env = envs_lib.make_vector_env(env, self.n_envs, self._env_kwargs, time_limit)
     self.observation_space = self._env.single_observation_space
+    if not isinstance(self.observation_space, OBSERVATION_SPACES):
+      self._env.close()
+      supported = ', '.join(space.__name__ for space in OBSERVATION_SPACES)
+      raise ConfigError(
+          f'env {env!r} has the observation space {self.observation_space}, which is not '
+          f'supported (supported: {supported}); pick another env, or register one whose '
+          'observations are flattened (gymnasium.wrappers.FlattenObservation).')
     self.action_space = self._env.single_action_space
     spec_limit = self._env.envs[0].spec.max_episode_steps if self._env.envs[0].spec else None
     self._episode_cap = time_limit or spec_limit

@@ -58,6 +58,19 @@ def test_cli_missing_folder_is_one_line_and_exit_2(tmp_path):
   assert not os.path.exists(missing)
 
 
+def test_cli_output_dir_that_is_a_file_is_named_a_file(tmp_path):
+  path = tmp_path / 'metrics.jsonl'
+  path.write_text('keep me')
+  process = subprocess.run([sys.executable, '-m', 'rl.evaluate', f'--output_dir={path}'],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+  assert process.returncode == 2
+  lines = process.stderr.strip().splitlines()
+  assert len(lines) == 1, process.stderr
+  assert f"'{path}' is a file, not a run folder" in lines[0]
+  assert 'does not exist' not in lines[0]
+  assert path.read_text() == 'keep me'
+
+
 def test_video_records_the_first_episode_without_changing_returns(finished_run, tmp_path,
                                                                    monkeypatch):
   before = snapshot(finished_run)

@@ -1,11 +1,13 @@
 """The runner end to end: outputs, resume, bad input (one line, non-zero, folder intact)."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 
+import gin
 import jax
 import numpy as np
 import pytest
@@ -40,6 +42,9 @@ def test_outputs_of_a_run(finished_run):
   for key in ('env_steps', 'n_trajectories', 'train_return', 'eval_return', 'policy_loss',
               'time_collect', 'time_eval', 'time_train'):
     assert key in records[-1]
+  # Only the first epoch a process runs compiles; its seconds are logged apart.
+  assert records[0]['time_compile'] > 0
+  assert 'time_compile' not in records[1] and 'time_compile' not in records[2]
   assert records[0]['env_steps'] < records[1]['env_steps'] < records[2]['env_steps']
   with open(os.path.join(finished_run, 'config.gin')) as f:
     operative = f.read()
@@ -56,6 +61,21 @@ def test_rerun_of_a_finished_run_changes_nothing_and_extending_continues(finishe
   assert [r['epoch'] for r in read_metrics(finished_run)] == [1, 2, 3, 4]
 
 
+def test_cli_rerun_of_a_finished_run_adds_no_files(finished_run):
+  before = snapshot(finished_run)
+  # Another test of this module may have extended the shared run.
+  done = len(read_metrics(finished_run))
+  result = cli(f'--config_file={REINFORCE}', f'--output_dir={finished_run}',
+               *[f'--config={b}' for b in TINY + [f'train_rl.n_epochs = {done}']])
+  assert result.returncode == 0, result.stderr
+  assert not [l for l in result.stdout.splitlines() if l.startswith('epoch ')]
+  after = snapshot(finished_run)
+  # No epoch ran: no new (empty) TensorBoard event file, nothing else new.
+  assert sorted(after) == sorted(before)
+  assert len(os.listdir(os.path.join(finished_run, 'tensorboard'))) == len(
+      [p for p in before if p.startswith('tensorboard' + os.sep)])
+
+
 def test_console_shows_one_line_per_epoch(tmp_path):
   result = cli(f'--config_file={REINFORCE}', f'--output_dir={tmp_path / "c"}',
                *[f'--config={b}' for b in TINY])
@@ -64,6 +84,11 @@ def test_console_shows_one_line_per_epoch(tmp_path):
   assert len(lines) == 3
   assert lines[-1].startswith('epoch 3/3 | env steps ')
   assert 'eval' in lines[-1] and 'steps/s' in lines[-1] and 'left' in lines[-1]
+  # The first epoch compiles: its time says nothing about the epochs left.
+  assert 'compiling' in lines[0] and 'left' not in lines[0]
+  # The final line rounds the eval return as the epoch lines do.
+  eval_return = read_metrics(tmp_path / 'c')[-1]['eval_return']
+  assert f'eval return {eval_return:.1f}.' in result.stdout.splitlines()[-1]
 
 
 def final_params(folder):
@@ -75,44 +100,90 @@ def without_timing(records):
   return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in records]
 
 
+def gated_config(tmp_path):
+  """(gate, config) for tests/sweep_gate.py's CartPole, which waits at the gate file.
+
+  A run on it stops inside the epoch after its first checkpoint until the
+  test creates the gate, so a signal always finds it there, however loaded
+  the machine is; with the gate already there it is CartPole-v1.
+  """
+  gate = tmp_path / 'gate'
+  gated = tmp_path / 'gated.gin'
+  gated.write_text('import tests.sweep_gate\n'
+                   "RLTask.env = 'rl_test/GatedCartPole-v1'\n"
+                   f'RLTask.env_kwargs = {{"gate": {str(gate)!r}}}\n')
+  return gate, gated
+
+
+def wait_for_checkpoint(proc, out, epoch):
+  checkpoint = out / 'checkpoints' / str(epoch)
+  deadline = time.time() + 180
+  while not checkpoint.exists() and proc.poll() is None and time.time() < deadline:
+    time.sleep(0.05)
+  assert proc.poll() is None and checkpoint.exists(), 'the run never reached its checkpoint'
+
+
 def test_sigkill_mid_run_then_resume_is_bit_exact(tmp_path):
-  flags = [f'--config_file={REINFORCE}', '--config=train_rl.n_epochs = 14',
+  gate, gated = gated_config(tmp_path)
+  flags = [f'--config_file={REINFORCE}', f'--config_file={gated}',
+           '--config=train_rl.n_epochs = 10',
            '--config=train_rl.checkpoint_every = 4', '--config=RLTask.n_envs = 4',
            '--config=PolicyGradientTrainer.n_trajectories_per_epoch = 6',
            '--config=PolicyGradientTrainer.batch_size = 128',
            '--config=PolicyGradientTrainer.n_eval_episodes = 2']
-  straight = str(tmp_path / 'straight')
-  assert cli(*flags, f'--output_dir={straight}').returncode == 0
-
-  killed = str(tmp_path / 'killed')
+  killed = tmp_path / 'killed'
   proc = subprocess.Popen([sys.executable, '-m', 'rl.run', *flags, f'--output_dir={killed}'],
                           cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-  metrics_path = os.path.join(killed, 'metrics.jsonl')
-  deadline = time.time() + 180
-  # Kill after epoch 9 is logged: past the epoch-8 checkpoint, inside epoch 10.
-  while time.time() < deadline and proc.poll() is None:
-    if os.path.exists(metrics_path):
-      with open(metrics_path) as f:
-        if sum(1 for _ in f) >= 9:
-          break
-    time.sleep(0.005)
-  assert proc.poll() is None, 'the run ended before it could be killed'
+  # Held at the gate inside epoch 5, past the epoch-4 checkpoint.
+  wait_for_checkpoint(proc, killed, 4)
   proc.send_signal(signal.SIGKILL)
   proc.wait()
-  assert len(read_metrics(killed)) < 14
+  assert [r['epoch'] for r in read_metrics(killed)] == [1, 2, 3, 4]
+  gate.write_text('')
   resumed = cli(*flags, f'--output_dir={killed}')
   assert resumed.returncode == 0, resumed.stderr
   assert 'Resuming' in resumed.stdout
+  straight = str(tmp_path / 'straight')
+  assert cli(*flags, f'--output_dir={straight}').returncode == 0
 
   assert without_timing(read_metrics(killed)) == without_timing(read_metrics(straight))
   step_a, params_a = final_params(straight)
   step_b, params_b = final_params(killed)
-  assert step_a == step_b == 14
+  assert step_a == step_b == 10
   leaves_a, tree_a = jax.tree_util.tree_flatten(params_a)
   leaves_b, tree_b = jax.tree_util.tree_flatten(params_b)
   assert tree_a == tree_b
   for a, b in zip(leaves_a, leaves_b):
     np.testing.assert_array_equal(a, b)
+
+
+def test_ctrl_c_says_where_the_run_stopped_and_rerun_resumes(tmp_path):
+  """SIGINT: one line naming the epoch and the last checkpoint, exit 130, then a resume.
+
+  The run waits at gated_config's gate after its first checkpoint, so the
+  signal always finds it inside epoch 2 with checkpoint 1 written.
+  """
+  gate, gated = gated_config(tmp_path)
+  out = tmp_path / 'run'
+  args = [f'--config_file={REINFORCE}', f'--config_file={gated}', f'--output_dir={out}',
+          *[f'--config={b}' for b in TINY]]
+  proc = subprocess.Popen([sys.executable, '-m', 'rl.run', *args], cwd=ROOT,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  wait_for_checkpoint(proc, out, 1)
+  proc.send_signal(signal.SIGINT)
+  _, stderr = proc.communicate(timeout=120)
+  assert proc.returncode == 130, stderr
+  lines = stderr.strip().splitlines()
+  assert len(lines) == 1, stderr
+  assert 'interrupted in epoch 2/3' in lines[0]
+  assert 'the last checkpoint is epoch 1' in lines[0]
+  assert 'rerun the same command to resume' in lines[0]
+
+  gate.write_text('')
+  resumed = cli(*args)
+  assert resumed.returncode == 0, resumed.stderr
+  assert f'Resuming {out} from epoch 1.' in resumed.stdout
+  assert [r['epoch'] for r in read_metrics(out)] == [1, 2, 3]
 
 
 def test_same_seed_same_numbers_and_seed_flag_changes_them(tmp_path):
@@ -141,15 +212,253 @@ def test_cli_unknown_configurable_suggests_the_closest(tmp_path):
   assert not out.exists()
 
 
+@pytest.mark.parametrize('env_id, needles', [
+    # An unregistered namespace: its package is named, no id from another one offered.
+    ('ALE/Pong-v5', ["namespace 'ALE'", 'ale-py', 'not installed', 'pip install ale-py']),
+    ('MinAtar/Breakout-v1', ["namespace 'MinAtar'", 'minatar', 'not installed']),
+    # No namespace: suggestions stay among the ids without one, by name.
+    ('CartPol-v1', ["Did you mean 'CartPole-v1'"]),
+])
+def test_cli_unknown_env_suggests_only_its_own_namespace(tmp_path, env_id, needles):
+  out = tmp_path / 'x'
+  result = cli(f'--config_file={REINFORCE}', f"--config=RLTask.env = '{env_id}'",
+               f'--output_dir={out}')
+  assert_one_line_error(result, f'{env_id!r}', *needles)
+  assert 'Ant-v5' not in result.stderr and 'phys2d/' not in result.stderr
+  assert result.returncode == 2
+  assert not out.exists()
+
+
+def missing_dependency_envs():
+  """The fake env of tests/missing_dependency_env.py, and gymnasium's own where it applies."""
+  fake = pytest.param(['import tests.missing_dependency_env',
+                       "RLTask.env = 'rl_test/NeedsMissingPackage-v0'"],
+                      'rl_test/NeedsMissingPackage-v0',
+                      'pip install "gymnasium[rl-test-missing]"', id='fake')
+  try:
+    import Box2D  # pylint: disable=import-outside-toplevel,unused-import
+    box2d = pytest.param(None, None, None, id='LunarLander-v3',
+                         marks=pytest.mark.skip(reason='box2d is installed here'))
+  except ImportError:
+    box2d = pytest.param(["RLTask.env = 'LunarLander-v3'"], 'LunarLander-v3',
+                         'pip install "gymnasium[box2d]"', id='LunarLander-v3')
+  return [fake, box2d]
+
+
+@pytest.mark.parametrize('bindings, env_id, install', missing_dependency_envs())
+def test_cli_env_with_a_missing_package_names_the_install_command(tmp_path, bindings, env_id,
+                                                                    install):
+  out = tmp_path / 'x'
+  result = cli(f'--config_file={REINFORCE}', *[f'--config={b}' for b in bindings],
+               f'--output_dir={out}')
+  assert_one_line_error(result, f'{env_id!r}', 'not installed', install)
+  assert 'Traceback' not in result.stderr
+  assert result.returncode == 2
+  assert not out.exists()
+
+
+def test_cli_unsupported_observation_space_is_named(tmp_path):
+  out = tmp_path / 'x'
+  result = cli(f'--config_file={REINFORCE}', "--config=RLTask.env = 'Blackjack-v1'",
+               f'--output_dir={out}')
+  assert_one_line_error(result, "'Blackjack-v1'", 'observation space Tuple(', 'Box', 'Discrete')
+  assert 'check the types of its gin bindings' not in result.stderr
+  assert result.returncode == 2
+  assert not out.exists()
+
+
 def test_cli_missing_config_file(tmp_path):
   result = cli('--config_file=configs/nope.gin', f'--output_dir={tmp_path / "x"}')
   assert_one_line_error(result, 'configs/nope.gin', 'does not exist')
 
 
+# -- the command line a new user types ----------------------------------------
+
+
+def without_binding(tmp_path, name):
+  """A copy of the REINFORCE config lacking the binding of `name`."""
+  config = tmp_path / 'partial.gin'
+  with open(REINFORCE) as f:
+    config.write_text(''.join(line for line in f if not line.startswith(name + ' ')))
+  return config
+
+
+@pytest.mark.parametrize('name, in_file, in_flag', [
+    ('RLTask.env', "RLTask.env = 'CartPole-v1'", "RLTask.env='CartPole-v1'"),
+    ('train_rl.trainer_class', 'train_rl.trainer_class = @PPO', 'train_rl.trainer_class=@PPO'),
+])
+def test_cli_missing_required_binding_names_it_and_how_to_give_it(tmp_path, name, in_file,
+                                                                   in_flag):
+  out = tmp_path / 'x'
+  result = cli(f'--config_file={without_binding(tmp_path, name)}', f'--output_dir={out}')
+  assert_one_line_error(result, f'{name} is required', f'add e.g. {in_file} to the config file',
+                        f'--config "{in_flag}"')
+  assert result.returncode == 2
+  assert not out.exists()
+
+
+def test_cli_resumes_a_run_from_its_folder_alone(finished_run, tmp_path):
+  run = tmp_path / 'run'
+  shutil.copytree(finished_run, run)
+  before = read_metrics(run)
+  done = len(before)
+  result = cli(f'--output_dir={run}')
+  assert result.returncode == 0, result.stderr
+  assert f'Resuming {run} from epoch {done}.' in result.stdout
+  assert read_metrics(run) == before
+  # --config bindings on top behave as with a config file: a change is refused...
+  unchanged = snapshot(run)
+  refused = cli(f'--output_dir={run}', '--config=RLTask.gamma = 0.9')
+  assert_one_line_error(refused, 'RLTask.gamma: 0.99 -> 0.9', '--allow_config_change')
+  assert refused.returncode == 2
+  assert snapshot(run) == unchanged
+  # ... and a higher n_epochs extends the run.
+  extended = cli(f'--output_dir={run}', f'--config=train_rl.n_epochs = {done + 1}')
+  assert extended.returncode == 0, extended.stderr
+  assert [r['epoch'] for r in read_metrics(run)] == list(range(1, done + 2))
+  # The original command still resumes it: the saved config spells out the
+  # defaults its config file leaves unset, which is no change.
+  trainer = run_lib.execute([REINFORCE], TINY + [f'train_rl.n_epochs = {done + 1}'], str(run))
+  assert trainer.epoch == done + 1
+
+
+def test_config_difference_ignores_defaults_and_what_a_saved_config_leaves_out():
+  old = "RLTask.gamma = 0.9\ngae.lambda_ = 0.8\nRLTask.n_envs = 4\n"
+  new = "RLTask.gamma = 0.9\nRLTask.max_steps = None\nRLTask.n_envs = 4\nRLTask.seed = 0\n"
+  # A binding set to its parameter's default equals no binding.
+  assert run_lib.config_difference(old, new) == ['gae.lambda_: 0.8 -> (unset)']
+  # A run's saved (operative) config lists every binding the run used, so a
+  # binding it lacks was never used.
+  assert run_lib.config_difference(old, new, new_is_operative=True) == []
+  assert run_lib.config_difference(old, new.replace('= 4', '= 2'), new_is_operative=True) == [
+      'RLTask.n_envs: 4 -> 2']
+  # Another value than the default is a difference.
+  assert run_lib.config_difference(old, new + 'RLTask.seed = 1\n', new_is_operative=True) == [
+      'RLTask.seed: (unset) -> 1']
+
+
+@pytest.mark.parametrize('exists', [False, True])
+def test_cli_output_dir_alone_without_a_run_says_so(tmp_path, exists):
+  out = tmp_path / 'x'
+  if exists:
+    out.mkdir()
+  before = snapshot(tmp_path)
+  result = cli(f'--output_dir={out}')
+  assert_one_line_error(result, f"'{out}' holds no run to resume", '--config_file=')
+  assert result.returncode == 2
+  assert snapshot(tmp_path) == before
+
+
+def test_cli_without_arguments_says_what_works():
+  result = cli()
+  assert_one_line_error(result, '--config_file=', 'to start a run', '--output_dir=',
+                        'to resume one')
+  assert result.returncode == 2
+
+
+@pytest.mark.parametrize('binding, quoted', [
+    ('PPO.epsilon=abc', "PPO.epsilon='abc'"),
+    # What the shell leaves of --config RLTask.env='Pendulum-v1' without outer quotes.
+    ('RLTask.env=Pendulum-v1', "RLTask.env='Pendulum-v1'"),
+    ('RLTask.env = Pendulum-v1', "RLTask.env='Pendulum-v1'"),
+])
+def test_cli_unquoted_string_shows_the_quoted_form(tmp_path, binding, quoted):
+  out = tmp_path / 'x'
+  result = cli(f'--config_file={REINFORCE}', '--config', binding, f'--output_dir={out}')
+  assert_one_line_error(result, 'is not a Python literal', f'{quoted}',
+                        f'--config "{quoted}"')
+  assert 'ast.Name' not in result.stderr
+  assert result.returncode == 2
+  assert not out.exists()
+
+
+def test_cli_unquoted_string_in_a_config_file_names_the_file_and_line(tmp_path):
+  config = tmp_path / 'mine.gin'
+  config.write_text('RLTask.n_envs = 2\nRLTask.env = Pendulum-v1\n')
+  out = tmp_path / 'x'
+  result = cli(f'--config_file={REINFORCE}', f'--config_file={config}', f'--output_dir={out}')
+  assert_one_line_error(result, f'{config}, line 2', 'is not a Python literal',
+                        "RLTask.env = 'Pendulum-v1'")
+  assert result.returncode == 2
+  assert not out.exists()
+
+
+@pytest.mark.parametrize('stray', ['configs/ppo_cartpole.gin', 'configs/mine.gin', 'README.md'])
+def test_cli_config_file_without_the_flag_points_to_it(tmp_path, stray):
+  out = tmp_path / 'x'
+  result = cli(stray, f'--output_dir={out}')
+  assert_one_line_error(result, f"'{stray}'", f'--config_file={stray}')
+  assert result.returncode == 2
+  assert not out.exists()
+
+
+@pytest.mark.parametrize('flag, needles', [
+    ('--confg_file=x', ["Unknown command line flag 'confg_file'", 'Did you mean: config_file']),
+    ('--seed=abc', ['--seed=abc', '--seed takes int values']),
+])
+def test_cli_bad_flag_is_one_line_and_exit_2(tmp_path, flag, needles):
+  out = tmp_path / 'x'
+  result = cli(flag, f'--config_file={REINFORCE}', f'--output_dir={out}')
+  assert_one_line_error(result, *needles, '--helpshort')
+  assert result.returncode == 2
+  assert not out.exists()
+
+
+@pytest.mark.parametrize('module,flag,known', [
+    ('rl.evaluate', '--outptu_dir=x', 'output_dir'),
+    ('launch.sweep', '--sweeep=x.yaml', 'sweep'),
+])
+def test_misspelt_flag_of_the_other_commands_is_one_line_and_exit_2(module, flag, known):
+  result = subprocess.run([sys.executable, '-m', module, flag], cwd=ROOT, capture_output=True,
+                          text=True, timeout=240)
+  assert_one_line_error(result, f'{module}: error:', known, '--helpshort')
+  assert result.returncode == 2
+
+
+def test_cli_include_resolves_against_the_including_file(tmp_path):
+  """`include` finds the file beside the one that includes it, from any working directory."""
+  configs = tmp_path / 'configs'
+  (configs / 'base').mkdir(parents=True)
+  (configs / 'base' / 'tiny.gin').write_text('\n'.join(TINY) + '\n')
+  (configs / 'base' / 'reinforce.gin').write_text(f"include {REINFORCE!r}\ninclude 'tiny.gin'\n")
+  (configs / 'x.gin').write_text("include 'base/reinforce.gin'\ntrain_rl.n_epochs = 0\n"
+                                 'RLTask.gamma = 0.9\n')
+  elsewhere = tmp_path / 'elsewhere'
+  elsewhere.mkdir()
+  pythonpath = os.pathsep.join(filter(None, [ROOT, os.environ.get('PYTHONPATH')]))
+  result = subprocess.run(
+      [sys.executable, '-m', 'rl.run', '--config_file=../configs/x.gin', '--output_dir=out'],
+      cwd=elsewhere, env=dict(os.environ, PYTHONPATH=pythonpath), capture_output=True,
+      text=True, timeout=240)
+  assert result.returncode == 0, result.stderr
+  operative = (elsewhere / 'out' / 'config.gin').read_text()
+  assert 'PolicyGradientTrainer.batch_size = 64' in operative  # from base/tiny.gin
+  assert 'RLTask.gamma = 0.9' in operative
+
+
+def test_include_relative_to_the_working_directory_still_works(tmp_path, monkeypatch):
+  config = tmp_path / 'x.gin'
+  config.write_text("include 'configs/reinforce_cartpole.gin'\nRLTask.gamma = 0.9\n")
+  monkeypatch.chdir(ROOT)
+  run_lib.parse_config([str(config)], [])
+  assert gin.query_parameter('RLTask.env') == 'CartPole-v1'
+  assert gin.query_parameter('RLTask.gamma') == 0.9
+
+
+def test_missing_include_is_one_line_naming_both_files(tmp_path):
+  config = tmp_path / 'x.gin'
+  config.write_text("RLTask.gamma = 0.9\ninclude 'base.gin'\n")
+  with pytest.raises(ConfigError) as info:
+    run_lib.parse_config([str(config)], [])
+  message = str(info.value)
+  assert '\n' not in message
+  assert "'base.gin'" in message and f'{config}' in message and 'does not exist' in message
+
+
 @pytest.mark.parametrize('binding, needles', [
     ('RLTask.gama = 0.9', ["'RLTask' has no parameter 'gama'", "Did you mean 'gamma'"]),
     ('PolicyGradientTrainer.n_eval_episdoes = 3', ["Did you mean 'n_eval_episodes'"]),
-    ("RLTask.n_envs = 'many'", ['cannot build RLTask']),
+    ("RLTask.env_kwargs = 3", ['cannot build RLTask']),
     ("RLTask.env = 'CartPol-v1'", ["unknown env id 'CartPol-v1'", "Did you mean 'CartPole-v1'"]),
     ("RLTask.env = 'rl_test/TupleAction-v0'", ['PolicyGradientTrainer cannot act',
                                                'not supported']),
@@ -167,6 +476,17 @@ def test_cli_missing_config_file(tmp_path):
      ['PolicyGradientTrainer.n_trajectories_per_epoch must be an integer']),
     ('policy/multifactor.warmup_steps = 1e3', ['policy/multifactor.warmup_steps must be',
                                                'warmup_steps = 1000']),
+    # Numeric parameters refuse strings instead of converting them somewhere, or not.
+    ("train_rl.n_epochs = '3'", ["train_rl.n_epochs must be an integer, got '3' (a string)",
+                                 'train_rl.n_epochs = 3']),
+    ("RLTask.n_envs = 'many'", ["RLTask.n_envs must be an integer, got 'many' (a string)",
+                                'RLTask.n_envs = 8']),
+    ("PolicyGradientTrainer.n_trajectories_per_epoch = '4'",
+     ['PolicyGradientTrainer.n_trajectories_per_epoch must be an integer, got',
+      'PolicyGradientTrainer.n_trajectories_per_epoch = 4']),
+    ("RLTask.gamma = '0.9'", ["RLTask.gamma must be a number, got '0.9' (a string)",
+                              'RLTask.gamma = 0.9']),
+    ("multifactor.constant = 'high'", ["multifactor.constant must be a number, got 'high'"]),
 ])
 def test_bad_config_is_one_clear_line_and_writes_nothing(tmp_path, binding, needles):
   out = tmp_path / 'x'
@@ -252,10 +572,29 @@ def test_nan_loss_stops_keeping_the_last_good_checkpoint(tmp_path):
 
 
 def test_cli_nan_exit_code_and_message(tmp_path):
-  result = cli(f'--config_file={REINFORCE}', f'--output_dir={tmp_path / "n"}',
+  """A NaN in the first epoch: no checkpoint to keep yet, and clipping is off."""
+  out = tmp_path / 'n'
+  result = cli(f'--config_file={REINFORCE}', f'--output_dir={out}',
                *[f'--config={b}' for b in TINY], '--config=multifactor.constant = 1e38',
                '--config=Adam.clip_grad_norm = None')
-  assert_one_line_error(result, "' became nan at train step", 'last good checkpoint')
+  assert_one_line_error(result, "' became nan at train step", 'no checkpoint was written',
+                        'Adam.clip_grad_norm = 0.5')
+  assert 'last good checkpoint' not in result.stderr
+  assert result.returncode == 1
+  assert not os.path.exists(out / 'checkpoints') or not os.listdir(out / 'checkpoints')
+
+
+def test_cli_nan_after_a_checkpoint_with_clipping_on(tmp_path):
+  """The message names the kept checkpoint and does not suggest the clipping already set."""
+  out = tmp_path / 'n'
+  run_lib.execute([REINFORCE], TINY[:1] + ['train_rl.n_epochs = 1'] + TINY[2:], str(out))
+  result = cli(f'--config_file={REINFORCE}', f'--output_dir={out}', '--allow_config_change',
+               *[f'--config={b}' for b in TINY], '--config=multifactor.constant = 1e38')
+  # The REINFORCE config sets Adam.clip_grad_norm = 1.0.
+  assert_one_line_error(result, "' became nan at train step",
+                        'the last good checkpoint (epoch 1) is kept',
+                        'gradient clipping is already on (Adam.clip_grad_norm = 1.0)')
+  assert 'clip_grad_norm = 0.5' not in result.stderr
   assert result.returncode == 1
 
 

@@ -2,6 +2,7 @@
 import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -99,12 +100,60 @@ def test_bad_input_exits_2_with_one_line(tmp_path):
       ([f'--sweep={good}', '--backend=ray', '--ray_num_cpus=0'], '--ray_num_cpus must be > 0'),
   ]
   for args, message in cases:
-    result = cli(*base, *args)
-    assert result.returncode == 2, (args, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith('launch.sweep: error:'), result.stderr
-    assert message in lines[0], lines[0]
+    assert_refused(cli(*base, *args), message)
     assert not os.path.exists(tmp_path / 'o')
+
+
+def assert_refused(result, message):
+  """The sweep refused its input with one line naming `message`, exit status 2."""
+  assert result.returncode == 2, (result.args, result.stderr)
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith('launch.sweep: error:'), result.stderr
+  assert message in lines[0], lines[0]
+
+
+def test_flags_that_would_not_act_on_a_sweep_are_refused(tmp_path):
+  """rl.run's --seed, or another imported module's flag, is refused rather than ignored."""
+  grid = tmp_path / 'grid.yaml'
+  grid.write_text('RLTask.gamma: [0.9]\n')
+  base = [f'--config_file={REINFORCE}', f'--sweep={grid}', f'--output_dir={tmp_path / "o"}']
+  assert_refused(cli(*base, '--seed=5'), '--seeds=5')
+  assert_refused(cli(*base, '--experimental_orbax_use_distributed_barrier'),
+                 '--experimental_orbax_use_distributed_barrier does nothing in a sweep')
+  assert not os.path.exists(tmp_path / 'o')
+
+
+def help_entries(text):
+  """{flag name: its description on one line} of absl's --help or --helpfull text."""
+  entries = {}
+  name = None
+  for line in text.splitlines():
+    m = re.match(r'  (?:-.,)?--(?:\[no\])?(\w+): ?(.*)', line)
+    if m:
+      name = m.group(1)
+      entries[name] = m.group(2)
+    elif name is not None and line.startswith('    '):
+      entries[name] += ' ' + line.strip()
+    else:
+      name = None
+  return entries
+
+
+def test_help_describes_every_flag_as_it_acts_in_a_sweep():
+  result = cli('--help')  # absl's help exits with status 1
+  entries = help_entries(result.stdout)
+  assert {'config_file', 'config', 'output_dir', 'allow_config_change', 'seed', 'sweep',
+          'seeds', 'parallel', 'backend', 'ray_address', 'ray_num_cpus',
+          'ray_num_gpus'} <= set(entries), sorted(entries)
+  assert 'every run' in entries['config_file']
+  assert 'every run' in entries['config']
+  assert entries['output_dir'].startswith('The sweep folder')
+  assert 'every run' in entries['allow_config_change']
+  assert entries['seed'].startswith('Refused') and '--seeds' in entries['seed']
+  # --helpfull lists them once, with the sweep's text, not as rl.run's single-run flags.
+  full = cli('--helpfull')
+  assert help_entries(full.stdout)['output_dir'] == entries['output_dir']
+  assert 'The run folder' not in full.stdout and 'Overrides RLTask.seed' not in full.stdout
 
 
 def free_port():
@@ -324,6 +373,15 @@ def test_only_the_same_finished_runs_are_skipped(tmp_path):
   assert not sweep_lib.finished_before(str(tmp_path), header, runs)
 
 
+def test_config_bindings_compare_as_a_set_where_order_cannot_matter():
+  canonical = sweep_lib.canonical_bindings
+  assert canonical(['A.x = 1', 'B.y = 2']) == canonical(['B.y=2', ' A.x =  1'])
+  # Of two bindings of one parameter the last is the one gin applies.
+  assert canonical(['A.x = 1', 'A.x = 2']) == canonical(['A.x = 2'])
+  assert canonical(['A.x = 1', 'A.x = 2']) != canonical(['A.x = 2', 'A.x = 1'])
+  # An include can override the bindings before it: its place counts.
+  assert canonical(["include 'b.gin'", 'A.x = 1']) != canonical(['A.x = 1', "include 'b.gin'"])
+
 def test_a_config_typo_fails_the_sweep_up_front(tmp_path):
   grid = tmp_path / 'grid.yaml'
   grid.write_text('RLTask.gama: [0.9, 0.8]\n')
@@ -333,3 +391,79 @@ def test_a_config_typo_fails_the_sweep_up_front(tmp_path):
       "launch.sweep: error: grid point RLTask.gama=0.9: 'RLTask' has no parameter 'gama'. "
       "Did you mean 'gamma'? Fix the binding's parameter name."]
   assert not os.path.exists(tmp_path / 'o')
+
+
+@pytest.fixture(scope='module')
+def finished_sweep(tmp_path_factory):
+  """A sweep of one run, run to its end; yields (its output folder, its command's arguments).
+
+  The tests that use it only rerun it with the same config, which leaves it
+  finished; a test that changes its config copies the folder first.
+  """
+  tmp = tmp_path_factory.mktemp('finished')
+  grid = tmp / 'grid.yaml'
+  grid.write_text('RLTask.n_envs: [4]\n')
+  out = tmp / 'sweep'
+  args = [f'--config_file={REINFORCE}', f'--sweep={grid}', f'--output_dir={out}',
+          '--parallel=1', *[f'--config={b}' for b in TINY]]
+  result = cli(*args, timeout=600)
+  assert result.returncode == 0, result.stdout + result.stderr
+  yield out, args
+
+
+def test_reordered_config_bindings_still_skip_the_finished_runs(finished_sweep):
+  _, args = finished_sweep
+  configs = [a for a in args if a.startswith('--config=')]
+  others = [a for a in args if not a.startswith('--config=')]
+  rerun = cli(*others, *reversed(configs))
+  assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+  assert '[sweep] 1 of 1 runs finished earlier; skipping them' in rerun.stdout
+  assert 'started' not in rerun.stdout
+
+
+def test_a_rerun_with_nothing_to_run_starts_no_backend(finished_sweep):
+  """Every run finished: no Ray is started or joined (here, none answers at the address)."""
+  _, args = finished_sweep
+  rerun = cli(*args, '--backend=ray', f'--ray_address=127.0.0.1:{free_port()}')
+  assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+  assert '[sweep] 1 of 1 runs finished earlier; skipping them' in rerun.stdout
+  assert '[sweep] 1 of 1 runs finished, 0 failed' in rerun.stdout
+
+
+def test_allow_config_change_lets_every_run_resume_a_changed_config(finished_sweep, tmp_path):
+  out = tmp_path / 'sweep'
+  shutil.copytree(finished_sweep[0], out)
+  args = [a if not a.startswith('--output_dir=') else f'--output_dir={out}'
+          for a in finished_sweep[1]]
+  changed = [*args, '--config=RLTask.gamma = 0.9']
+  # rl.run refuses to resume a run under another config, and says how to do it anyway.
+  refused = cli(*changed, timeout=600)
+  assert refused.returncode == 1, refused.stdout + refused.stderr
+  with open(out / 'index.json') as f:
+    error = json.load(f)['runs'][0]['error']
+  assert 'different config' in error and '--allow_config_change' in error
+  resumed = cli(*changed, '--allow_config_change', timeout=600)
+  assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+  assert '[sweep] 1 of 1 runs finished, 0 failed' in resumed.stdout
+  with open(out / 'RLTask.n_envs=4' / 'seed_0' / 'config.gin') as f:
+    assert 'RLTask.gamma = 0.9' in f.read()
+
+
+def test_run_logs_keep_every_invocation_after_a_header(tmp_path):
+  """seed_<n>.log is appended to, each invocation after a line with its date and command."""
+  grid = tmp_path / 'grid.yaml'
+  grid.write_text('RLTask.n_envs: [0]  # rl.run rejects 0: a quick run that never finishes\n')
+  out = tmp_path / 'sweep'
+  args = [f'--config_file={REINFORCE}', f'--sweep={grid}', f'--output_dir={out}',
+          '--parallel=1', '--seeds=3']
+  for _ in range(2):
+    result = cli(*args, timeout=600)
+    assert result.returncode == 1, result.stdout + result.stderr
+  with open(out / 'RLTask.n_envs=0' / 'seed_3.log') as f:
+    log = f.read()
+  headers = re.findall(r'^=== (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S*) (.*)$', log, re.MULTILINE)
+  assert len(headers) == 2, log
+  for _, command in headers:
+    assert ' -m rl.run ' in command and '--seed=3' in command and 'RLTask.n_envs = 0' in command
+  assert log.count('rl.run: error:') == 2, log
+  assert log.index(headers[0][1]) < log.index('rl.run: error:') < log.rindex(headers[1][1])

@@ -46,7 +46,10 @@ class ActorCriticTrainer(PolicyTrainer):
     n_shared_layers: the first n top-level layers (normaliser, body, ...) are
       copied policy -> value before value training and back after it.
     added_policy_slice_length: extra steps after each trained position that
-      the advantage estimator bootstraps through (its margin).
+      the advantage estimator bootstraps through (its margin). Bootstrapping
+      estimators (the default @gae among them) need >= 1. The default 64 lets
+      GAE with its default lambda (0.95) and RLTask's default gamma (0.99) see
+      all but (0.99 * 0.95)^64 = 2% of its weight before it bootstraps.
     n_replay_epochs: epochs of data the buffer keeps and the trainers sample;
       on-policy trainers (A2C, PPO) need 1.
     scale_value_targets: train the value net on targets * (1 - gamma), so its
@@ -72,7 +75,7 @@ class ActorCriticTrainer(PolicyTrainer):
 
   def __init__(self, task, value_model=None, value_optimizer=None, value_lr_schedule=None,
                value_batch_size=64, value_train_steps_per_epoch=500, value_evals_per_epoch=1,
-               value_eval_steps=1, n_shared_layers=0, added_policy_slice_length=0,
+               value_eval_steps=1, n_shared_layers=0, added_policy_slice_length=64,
                n_replay_epochs=1, scale_value_targets=False, q_value=False,
                q_value_aggregate=None, q_value_aggregate_max=None,
                q_value_temperature=1.0, q_value_n_samples=1, advantage_estimator=None,
@@ -417,17 +420,22 @@ class SamplingAWR(ActorCriticTrainer):
     w_max: cap on the weights.
     thresholds: optional ((percentile, weight, minimum), ...) step weights.
     reweight: importance-weight each sampled action by pi_new / pi_old.
-    **kwargs: ActorCriticTrainer's arguments (q_value_n_samples,
-      q_value_aggregate, ...).
+    q_value_n_samples: actions sampled per state (as in ActorCriticTrainer).
+      An advantage is a sample's Q minus the mean Q of its state's samples,
+      so one sample (ActorCriticTrainer's default) makes every advantage 0
+      and the policy only imitates itself; the default 8 estimates the mean
+      for discrete and continuous actions alike.
+    **kwargs: ActorCriticTrainer's arguments (q_value_aggregate, ...).
   """
 
-  def __init__(self, task, beta=1.0, w_max=20.0, thresholds=None, reweight=False, **kwargs):
+  def __init__(self, task, beta=1.0, w_max=20.0, thresholds=None, reweight=False,
+               q_value_n_samples=8, **kwargs):
     self._beta = beta
     self._w_max = w_max
     self._thresholds = tuple(tuple(t) for t in thresholds) if thresholds else None
     self._reweight = reweight
     kwargs['q_value'] = True
-    super().__init__(task, **kwargs)
+    super().__init__(task, q_value_n_samples=q_value_n_samples, **kwargs)
     self._sampled_q_fn = jax.jit(self._sampled_q_impl)
 
   def _sampled_q_impl(self, variables, obs, dist_inputs, key):

@@ -31,6 +31,11 @@ def prefix_trainer_metrics(metrics, prefix):
   return {(prefix + k if k in TRAINER_METRICS else k): v for k, v in metrics.items()}
 
 
+# The epoch when neither n_trajectories_per_epoch nor n_interactions_per_epoch is
+# set: about 200 CartPole steps at first, enough episodes to normalise returns over.
+DEFAULT_N_TRAJECTORIES_PER_EPOCH = 10
+
+
 def check_on_policy(trainer, n_replay_epochs, alternative):
   """On-policy trainers learn from the newest epoch only; replay would bias them."""
   if trainer.on_policy and n_replay_epochs != 1:
@@ -97,7 +102,10 @@ class RLTrainer:
     task: the RLTask (passed by the runner, not bindable in gin).
     n_trajectories_per_epoch: complete trajectories to collect per epoch.
     n_interactions_per_epoch: env steps to collect per epoch (a multiple of
-      RLTask.n_envs). Give exactly one of the two.
+      RLTask.n_envs). Give at most one of the two. With neither, an epoch is
+      DEFAULT_N_TRAJECTORIES_PER_EPOCH (10) complete trajectories: whole
+      episodes suit every trainer, those that learn from Monte-Carlo returns
+      included.
     n_eval_episodes: greedy evaluation episodes after each epoch's training
       (0: no evaluation).
     eval_temperatures: sampling temperatures of the evaluation; 0 is greedy
@@ -121,11 +129,13 @@ class RLTrainer:
         raise ConfigError('give n_trajectories_per_epoch or its old alias '
                           'collect_per_epoch, not both.')
       n_trajectories_per_epoch = collect_per_epoch
-    if (n_trajectories_per_epoch is None) == (n_interactions_per_epoch is None):
+    if n_trajectories_per_epoch is not None and n_interactions_per_epoch is not None:
       raise ConfigError(
           f'{type(self).__name__}: set exactly one of n_trajectories_per_epoch '
           f'(now {n_trajectories_per_epoch}) and n_interactions_per_epoch '
           f'(now {n_interactions_per_epoch}).')
+    if n_interactions_per_epoch is None and n_trajectories_per_epoch is None:
+      n_trajectories_per_epoch = DEFAULT_N_TRAJECTORIES_PER_EPOCH
     if n_interactions_per_epoch is not None and n_interactions_per_epoch % task.n_envs:
       raise ConfigError(
           f'n_interactions_per_epoch ({n_interactions_per_epoch}) must be a multiple '
@@ -331,16 +341,23 @@ class RLTrainer:
 
     if self.history and reached(self.history[-1]):
       return
-    started = time.perf_counter()
-    first_epoch = self.epoch
+    first_epoch = None  # the first epoch this process runs; it compiles the jitted steps
     self._last_epoch = n_epochs
     while self.epoch < n_epochs:
+      epoch_start = time.perf_counter()
       record = self.run_epoch()
+      if first_epoch is None:
+        # Compiling makes the first epoch many times longer than the next: its
+        # seconds are logged apart and the time left is estimated without it.
+        first_epoch, timed_from = self.epoch, time.perf_counter()
+        record['time_compile'] = timed_from - epoch_start
+        per_epoch = None
+      else:
+        per_epoch = (time.perf_counter() - timed_from) / (self.epoch - first_epoch)
       self.history.append(metrics_lib.clean(record))
       if writer is not None:
         writer.write(record)
       if log is not None:
-        per_epoch = (time.perf_counter() - started) / (self.epoch - first_epoch)
         log(metrics_lib.console_line(record, n_epochs, per_epoch))
       done = reached(record)
       if checkpoint_fn is not None and (self.epoch % checkpoint_every == 0

@@ -85,6 +85,7 @@ def awr_weights(advantages, mask, beta, w_max, thresholds=None):
   1): padded rows hold whatever the batch was padded with, and letting them
   in would move the cut with the amount of padding. Padding gets weight 0.
   """
+  advantages = jnp.asarray(advantages)  # numpy float64 in: keep JAX's float32
   if thresholds:
     real = mask > 0
     # NaN marks padding, which nanpercentile leaves out.
