@@ -4,7 +4,7 @@ Three loops run at the same number of envs, in one process:
   raw:     the vector env RLTask builds, stepped with pre-drawn random actions;
   floor:   the same env plus one jitted batched policy call per vector step,
            with the outputs converted to numpy (the least this design can cost);
-  collect: RLTask.collect driven by a real PolicyGradientTrainer's
+  collect: RLTask.collect driven by a real A2C's
            collect_policy().
 collect/floor says how much the task's own bookkeeping costs on top of the
 floor; floor/raw says how much the policy call costs on top of the env.
@@ -30,7 +30,7 @@ from rl import distributions  # noqa: E402
 from rl import envs as envs_lib  # noqa: E402
 from rl import models  # noqa: E402
 from rl.task import RLTask  # noqa: E402
-from rl.trainers.policy_gradient import PolicyGradientTrainer  # noqa: E402
+from rl.trainers.actor_critic import A2C  # noqa: E402
 
 
 def _parse_args():
@@ -115,14 +115,18 @@ class FloorLoop:
 
 
 class CollectLoop:
-  """RLTask.collect with a PolicyGradientTrainer's collect_policy(), as run_epoch does."""
+  """RLTrainer.collect with an A2C's policy network, as run_epoch does.
+
+  A2C rather than REINFORCE: its epochs may be counted in env steps (REINFORCE
+  refuses the cut episodes that makes), and both act with the same Policy.
+  """
 
   def __init__(self, env_id, n_envs, steps, seed):
     # Built directly, not from a config file: whatever gin bindings an
     # importer left behind must not change the task or the model.
     gin.clear_config()
     self.task = RLTask(env=env_id, n_envs=n_envs, seed=seed)
-    self.trainer = PolicyGradientTrainer(self.task, n_interactions_per_epoch=steps)
+    self.trainer = A2C(self.task, n_interactions_per_epoch=steps)
     self._steps = steps
     self._epoch = 0
 
@@ -131,8 +135,7 @@ class CollectLoop:
     # time_collect; it includes the end-of-epoch flush and store.
     assert n_vector_steps * self.task.n_envs == self._steps
     self._epoch += 1
-    self.task.collect(self.trainer.collect_policy(), n_interactions=self._steps,
-                      epoch_id=self._epoch)
+    self.trainer.collect(n_interactions=self._steps, epoch_id=self._epoch)
 
   def close(self):
     self.trainer.close()
@@ -171,7 +174,7 @@ def main():
   labels = {
       'raw': 'raw (vector env, pre-drawn random actions)',
       'floor': 'floor (vector env + jitted batched policy)',
-      'collect': 'collect (RLTask.collect + PolicyGradientTrainer.collect_policy)',
+      'collect': 'collect (RLTask.collect + A2C.collect_policy)',
   }
   print(f'env {args.env}, n_envs {args.n_envs}, {args.steps} env steps per measurement, '
         f'median of {args.repeats} interleaved repeats, jax {jax.__version__} '

@@ -13,15 +13,21 @@ finished ones (rl.run makes a finished run a no-op). A failed run is reported
 and counted as not reaching its target; the rest still run, and the exit
 status is 1 only at the end, so scripts can notice.
 
+With --process_wall every run stops at its target and is timed whole, as a
+user waits for it: once on an empty compilation cache and once on the cache
+that run filled (two more columns).
+
 Usage: python benchmarks/learning.py [--configs reinforce_cartpole,ppo_cartpole]
          [--seeds 0,1,2] [--output_dir runs/learning] [--parallel N]
-         [--extra_config 'train_rl.n_epochs = 50' ...]
+         [--extra_config 'train_rl.n_epochs = 50' ...] [--stop_at_target]
+         [--process_wall]
 """
 import argparse
 import concurrent.futures
 import json
 import math
 import os
+import shutil
 import statistics
 import sys
 import threading
@@ -53,7 +59,7 @@ METRICS_FILE = 'metrics.jsonl'  # rl.metrics.METRICS_FILE; not imported so this
 REGISTRY = {
     'reinforce_cartpole': (475, 300_000),
     'ppo_cartpole': (475, 100_000),
-    'a2c_cartpole': (475, 500_000),
+    'a2c_cartpole': (475, 100_000),
     'awr_cartpole': (475, 300_000),
     'sampling_awr_cartpole': (475, 300_000),
     'ppo_pendulum': (-250, 500_000),
@@ -77,20 +83,59 @@ def run_dir(output_dir, config, seed):
   return os.path.join(output_dir, config, f'seed_{seed}')
 
 
-def run_one(config, seed, output_dir, extra_config):
+def run_one(config, seed, output_dir, extra_config, process_wall=False):
   """Runs one (config, seed) to completion. Returns (error line or None, seconds, log path).
 
   Its stdout and stderr go to <output_dir>/<config>/seed_<n>.log, next to the
   run folder rather than in it, so the file cannot get in rl.run's way.
+
+  With `process_wall` the run is made twice from nothing, each timed as a
+  user waits for it (the whole process): first with an empty compilation
+  cache of its own (cold), then again into seed_<n>_warm with the cache the
+  first run filled (warm). The seconds go to seed_<n>.process_seconds.json,
+  but only when the cold run started from an empty folder: a resumed run's
+  process time is not the time to its target.
   """
-  log_path = run_dir(output_dir, config, seed) + '.log'
-  start = time.perf_counter()
-  error = run_rl_logged([os.path.join(CONFIG_DIR, config + '.gin')],
-                        run_dir(output_dir, config, seed), seed, extra_config, log_path)
-  return error, time.perf_counter() - start, log_path
+  folder = run_dir(output_dir, config, seed)
+  log_path = folder + '.log'
+  config_files = [os.path.join(CONFIG_DIR, config + '.gin')]
+  if not process_wall:
+    start = time.perf_counter()
+    error = run_rl_logged(config_files, folder, seed, extra_config, log_path)
+    return error, time.perf_counter() - start, log_path
+  fresh = not os.path.exists(folder)
+  cache = folder + '.compilation_cache'
+  if fresh:
+    shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(folder + '_warm', ignore_errors=True)
+  seconds = {}
+  error = None
+  for name, path in (('cold', folder), ('warm', folder + '_warm')):
+    start = time.perf_counter()
+    error = run_rl_logged(config_files, path, seed, extra_config, log_path,
+                          compilation_cache_dir=cache)
+    seconds[name] = time.perf_counter() - start
+    if error is not None:
+      break
+  if fresh and error is None:
+    with open(folder + PROCESS_SECONDS_SUFFIX, 'w') as f:
+      json.dump(seconds, f)
+  return error, sum(seconds.values()), log_path
 
 
-def run_all(jobs, output_dir, extra_config, parallel, stop_at_target=False):
+PROCESS_SECONDS_SUFFIX = '.process_seconds.json'
+
+
+def process_seconds(output_dir, config, seed):
+  """{'cold': s, 'warm': s} of a --process_wall run, or None if it has none."""
+  try:
+    with open(run_dir(output_dir, config, seed) + PROCESS_SECONDS_SUFFIX) as f:
+      return json.load(f)
+  except (OSError, ValueError):
+    return None
+
+
+def run_all(jobs, output_dir, extra_config, parallel, stop_at_target=False, process_wall=False):
   """Runs every (config, seed) of `jobs`, `parallel` at a time; failures are reported.
 
   With `stop_at_target` each run stops at its first eval at or above the
@@ -108,7 +153,8 @@ def run_all(jobs, output_dir, extra_config, parallel, stop_at_target=False):
       if not stop_at_target:
         return extra_config
       return list(extra_config) + [f'train_rl.stop_at_return = {REGISTRY[config][0]}']
-    futures = {pool.submit(run_one, config, seed, output_dir, bindings(config)): (config, seed)
+    futures = {pool.submit(run_one, config, seed, output_dir, bindings(config),
+                           process_wall): (config, seed)
                for config, seed in jobs}
     for future in concurrent.futures.as_completed(futures):
       config, seed = futures[future]
@@ -191,7 +237,13 @@ def _parse_args(argv=None):
   parser.add_argument('--stop_at_target', action='store_true',
                       help='stop each run once its eval return reaches the target '
                       '(final evals are then the values at the stop)')
+  parser.add_argument('--process_wall', action='store_true',
+                      help='time each run as a user waits for it, whole process included, '
+                      'on a cold and then a warm compilation cache (adds two columns; '
+                      'implies --stop_at_target; use --parallel 1 on a quiet machine)')
   args = parser.parse_args(argv)
+  if args.process_wall:
+    args.stop_at_target = True
 
   if args.configs is None:
     args.configs = [name for name in REGISTRY
@@ -227,7 +279,7 @@ def main(argv=None):
   print(f'{len(jobs)} runs ({len(args.configs)} configs x {len(args.seeds)} seeds), '
         f'{args.parallel} at a time, into {output_dir}', flush=True)
   finished = run_all(jobs, output_dir, args.extra_config, args.parallel,
-                        args.stop_at_target)
+                     args.stop_at_target, args.process_wall)
 
   rows, panels, failures, short = [], [], [], []
   for config in args.configs:
@@ -251,12 +303,21 @@ def main(argv=None):
                  f"epoch {summary['epoch']}" if summary['reached'] else 'not reached')
       print(f'{config} seed {seed}: target {reached}; final eval {fmt_number(summary["final"], 1)}')
     row = summarize_config(config, target, budget, runs)
+    if args.process_wall:
+      for kind in ('cold', 'warm'):
+        timed = [process_seconds(output_dir, config, seed) for seed, run in
+                 zip(args.seeds, runs) if run['reached']]
+        timed = [t[kind] for t in timed if t]
+        row[f'process_{kind}'] = statistics.median(timed) if timed else None
     rows.append(row)
     panels.append({'config': config, 'target': target, 'budget': budget, 'curves': curves,
                    'n_reached': row['n_reached'], 'n_runs': row['n_runs']})
 
+  extra = ((('median process s to target, cold cache', 'process_cold'),
+            ('median process s to target, warm cache', 'process_warm'))
+           if args.process_wall else ())
   table = format_table(rows, 'final eval at the stop (mean ± std)' if args.stop_at_target
-                       else 'final eval at budget (mean ± std)')
+                       else 'final eval at budget (mean ± std)', extra)
   notes = ['', f"Seeds: {', '.join(map(str, args.seeds))}."
            + (f" Extra bindings: {'; '.join(args.extra_config)}." if args.extra_config else ''),
            'Target: the first epoch whose greedy eval_return >= target with env steps <= '
@@ -265,7 +326,12 @@ def main(argv=None):
            "run's last eval_return, mean ± population std over seeds"
            + (' (runs stopped at their first eval at or above the target).'
               if args.stop_at_target else ', at the end of the budget.')
-           + ' Holding: seeds whose final eval is at least the target minus 10% of |target|.']
+           + ' Holding: seeds whose final eval is at least the target minus 10% of |target|.'
+           + (' Process seconds: the whole `python -m rl.run` process of a fresh run, '
+              'start-up and compilation included, stopped at the target; cold: an empty '
+              'compilation cache, warm: the same run again with the cache the cold one '
+              'filled; medians over the seeds that reached the target.'
+              if args.process_wall else '')]
   unstable = [row['config'] for row in rows
               if row['n_final'] and row['n_holding'] < row['n_runs'] and not args.stop_at_target]
   if unstable:

@@ -25,13 +25,20 @@ SINGLE_THREAD_ENV = {
 }
 
 
-def rl_run_command(config_files, output_dir, seed, bindings=(), allow_config_change=False):
-  """`python -m rl.run` with absolute paths (children run from the repo root)."""
+def rl_run_command(config_files, output_dir, seed, bindings=(), allow_config_change=False,
+                   compilation_cache_dir=None):
+  """`python -m rl.run` with absolute paths (children run from the repo root).
+
+  compilation_cache_dir: rl.run's --compilation_cache_dir ('' for none); None
+  leaves it out, so the child's RL_COMPILATION_CACHE_DIR or default applies.
+  """
   command = [sys.executable, '-m', 'rl.run',
              *[f'--config_file={os.path.abspath(p)}' for p in config_files],
              f'--output_dir={os.path.abspath(output_dir)}', f'--seed={seed}']
   if allow_config_change:
     command.append('--allow_config_change')
+  if compilation_cache_dir is not None:
+    command.append(f'--compilation_cache_dir={compilation_cache_dir}')
   return command + [f'--config={binding}' for binding in bindings]
 
 
@@ -63,7 +70,7 @@ def last_line(text):
 
 
 def run_rl_logged(config_files, output_dir, seed, bindings, log_path, started=None,
-                  allow_config_change=False):
+                  allow_config_change=False, compilation_cache_dir=None):
   """Runs `python -m rl.run` to its end; returns None if it finished, else its error line.
 
   The command is built here, where it runs (on a Ray node that is the node's
@@ -74,7 +81,8 @@ def run_rl_logged(config_files, output_dir, seed, bindings, log_path, started=No
   resumes the run keeps the earlier invocations' output. `started` is called
   with the Popen once the child runs, so a caller can stop it.
   """
-  command = rl_run_command(config_files, output_dir, seed, bindings, allow_config_change)
+  command = rl_run_command(config_files, output_dir, seed, bindings, allow_config_change,
+                           compilation_cache_dir)
   os.makedirs(os.path.dirname(log_path), exist_ok=True)
   with open(log_path, 'a') as log:
     now = datetime.datetime.now().astimezone().isoformat(timespec='seconds')

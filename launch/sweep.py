@@ -3,6 +3,7 @@ r"""Hyper-parameter and seed sweeps: every grid point x seed as its own `python 
   python -m launch.sweep --config_file=configs/ppo_cartpole.gin \
       --sweep=configs/sweeps/ppo_cartpole_sweep.yaml --output_dir=runs/sweep1 \
       [--seeds=0,1,2] [--parallel=N] [--config 'binding' ...] [--allow_config_change] \
+      [--compilation_cache_dir=D] \
       [--backend=local|ray [--ray_address=auto] [--ray_num_cpus=1] [--ray_num_gpus=0]]
 
 The sweep file is YAML mapping gin binding names to lists of values, e.g.
@@ -71,6 +72,10 @@ flags.DEFINE_string('output_dir', None, 'The sweep folder (required): every run 
 flags.DEFINE_bool('allow_config_change', False, 'Passed to every run: resume a run whose '
                   'config changed since it started (on purpose) instead of failing it.',
                   allow_override=True)
+flags.DEFINE_string('compilation_cache_dir', None, "Passed to every run: JAX's persistent "
+                    "compilation cache folder the runs share; '' turns it off. Default: the "
+                    "runs' own ($RL_COMPILATION_CACHE_DIR if set, else "
+                    '~/.cache/rl/jax_compilation_cache).', allow_override=True)
 flags.DEFINE_integer('seed', None, "Refused: rl.run's single seed; a sweep runs every grid "
                      'point with each of --seeds.', allow_override=True)
 flags.DEFINE_string('sweep', None, 'YAML file mapping gin binding names to value lists '
@@ -225,18 +230,22 @@ def parse_seeds(texts):
 # -- running ------------------------------------------------------------------------
 
 
-def job(run, config_files, extra_config, output_dir, allow_config_change=False):
+def job(run, config_files, extra_config, output_dir, allow_config_change=False,
+        compilation_cache_dir=None):
   """The keyword arguments of processes.run_rl_logged for one run, all paths absolute.
 
   Absolute here, on the driver: a Ray task runs in another working directory.
   Sweep bindings come last, so they win over a --config that binds the same name.
   """
+  if compilation_cache_dir and compilation_cache_dir.strip().lower() != 'off':
+    compilation_cache_dir = os.path.abspath(os.path.expanduser(compilation_cache_dir))
   return {'config_files': [os.path.abspath(p) for p in config_files],
           'output_dir': os.path.abspath(os.path.join(output_dir, run['folder'])),
           'seed': run['seed'],
           'bindings': list(extra_config) + gin_bindings(run['bindings']),
           'log_path': os.path.abspath(os.path.join(output_dir, run['folder'] + '.log')),
-          'allow_config_change': allow_config_change}
+          'allow_config_change': allow_config_change,
+          'compilation_cache_dir': compilation_cache_dir}
 
 
 def write_index(output_dir, header, runs):
@@ -342,7 +351,8 @@ def _outcome(future):
 
 
 def run_sweep(runs, config_files, extra_config, output_dir, backend, parallel=None,
-              header=None, skipped=frozenset(), allow_config_change=False):
+              header=None, skipped=frozenset(), allow_config_change=False,
+              compilation_cache_dir=None):
   """Runs every run on `backend`, at most `parallel` at once, keeping index.json current.
 
   The runs whose folders are in `skipped` (see finished_before) count as
@@ -377,7 +387,7 @@ def run_sweep(runs, config_files, extra_config, output_dir, backend, parallel=No
       while queue and len(in_flight) < parallel:
         run = queue.popleft()
         in_flight[backend.submit(job(run, config_files, extra_config, output_dir,
-                                     allow_config_change))] = run
+                                     allow_config_change, compilation_cache_dir))] = run
         progress(run, 'started')
       done, _ = concurrent.futures.wait(in_flight,
                                         return_when=concurrent.futures.FIRST_COMPLETED)
@@ -482,7 +492,8 @@ def main(argv):
   signal.signal(signal.SIGTERM, _raise_interrupt)
   try:
     runs = run_sweep(runs, FLAGS.config_file, FLAGS.config, FLAGS.output_dir, backend,
-                     parallel, header, skipped, FLAGS.allow_config_change)
+                     parallel, header, skipped, FLAGS.allow_config_change,
+                     FLAGS.compilation_cache_dir)
   except Interrupted as e:
     print(f'[sweep] interrupted: {e}; rerun the same command to resume. Index in {index}',
           flush=True)

@@ -5,13 +5,16 @@ numpy arrays: parameters, optimizer state, replay epochs, RNG keys) and `meta`
 (JSON: counters, numpy generator states, metrics history, the config). Orbax
 writes into a temporary folder and renames it when complete, so a run killed
 mid-write leaves the previous checkpoint as the newest complete one.
+
+orbax is imported at the first save or restore of a folder that holds a
+checkpoint, not with this module: it takes a few tenths of a second to
+import, and a new run reaches its first epoch without it.
 """
 import logging
 import os
 
 import jax
 import numpy as np
-import orbax.checkpoint as ocp
 
 _EMPTY = '__empty__'
 
@@ -55,25 +58,65 @@ def _restore_empties(tree, empties):
   return tree
 
 
+def _orbax():
+  # Imported here, not at the top: it takes tenths of a second that a run
+  # would otherwise spend before its first epoch.
+  import orbax.checkpoint as ocp  # pylint: disable=import-outside-toplevel
+  return ocp
+
+
 class Checkpointer:
-  """Saves and restores (arrays, meta) pairs under `directory`."""
+  """Saves and restores (arrays, meta) pairs under `directory`.
+
+  The orbax manager is made at the first call that needs it: a save, or a
+  restore or listing of a folder that holds a numbered (finished) step. A
+  missing or empty folder is answered without it (no steps, nothing to
+  restore), and the folder is created by the first save.
+  """
 
   def __init__(self, directory, max_to_keep=3, read_only=False):
     """read_only: never create, write or delete anything (rl.evaluate reads runs)."""
-    self._read_only = read_only
-    options = ocp.CheckpointManagerOptions(
-        max_to_keep=max_to_keep, create=not read_only, read_only=read_only,
-        # Synchronous: a checkpoint of these small states takes tens of ms,
-        # and a finished save() must mean the data is on disk before the next
-        # epoch mutates the buffers.
-        enable_async_checkpointing=False)
     # orbax wants absolute paths (a relative --output_dir is the common case).
-    self._manager = ocp.CheckpointManager(os.path.abspath(directory), options=options)
+    self._directory = os.path.abspath(directory)
+    self._max_to_keep = max_to_keep
+    self._read_only = read_only
+    self._manager_ = None
+
+  @property
+  def _manager(self):
+    if self._manager_ is None:
+      ocp = _orbax()
+      options = ocp.CheckpointManagerOptions(
+          max_to_keep=self._max_to_keep, create=not self._read_only,
+          read_only=self._read_only,
+          # Synchronous: a checkpoint of these small states takes tens of ms,
+          # and a finished save() must mean the data is on disk before the next
+          # epoch mutates the buffers.
+          enable_async_checkpointing=False)
+      self._manager_ = ocp.CheckpointManager(self._directory, options=options)
+    return self._manager_
+
+  def _may_hold_steps(self):
+    """False when the folder surely holds no step: missing, or no entry named by a number.
+
+    orbax names a finished step by its number (the default step format) and
+    writes it under another name first, so without such an entry it would
+    list no step either.
+    """
+    if self._manager_ is not None:
+      return True
+    try:
+      return any(name.isdigit() for name in os.listdir(self._directory))
+    except (FileNotFoundError, NotADirectoryError):
+      return False
 
   def all_steps(self):
+    if not self._may_hold_steps():
+      return []
     return sorted(self._manager.all_steps())
 
   def save(self, step, arrays, meta):
+    ocp = _orbax()
     np_arrays, empties = _to_numpy_tree(arrays)
     meta = dict(meta, **{_EMPTY: empties})
     self._manager.save(step, args=ocp.args.Composite(
@@ -87,7 +130,9 @@ class Checkpointer:
     skipped with a warning and removed, so the run continues from the one
     before and its later saves don't collide with the bad step.
     """
-    for step in reversed(self.all_steps()):
+    steps = self.all_steps()
+    ocp = _orbax() if steps else None
+    for step in reversed(steps):
       try:
         restored = self._manager.restore(step, args=ocp.args.Composite(
             arrays=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore()))
@@ -104,7 +149,8 @@ class Checkpointer:
     return None
 
   def close(self):
-    self._manager.close()
+    if self._manager_ is not None:
+      self._manager_.close()
 
 
 def _numpy_dicts(tree):

@@ -1,6 +1,6 @@
 r"""Re-evaluates a run's latest checkpoint: `python -m rl.evaluate --output_dir=runs/ppo`.
 
-  [--n_episodes=10] [--temperature=0] [--video=ppo.mp4]
+  [--n_episodes=10] [--temperature=0] [--video=ppo.mp4] [--compilation_cache_dir=D]
 
 The run is rebuilt from its saved operative config (<output_dir>/config.gin),
 its newest checkpoint restored, and `n_episodes` episodes played on the eval
@@ -9,6 +9,10 @@ the default call (n_episodes = the run's n_eval_episodes, temperature 0)
 reproduces the run's last logged greedy eval_return exactly. It prints the
 mean, std, min and max return. Nothing is written into the run folder: no
 lock, no metrics, no checkpoint clean-up.
+
+It uses the same persistent compilation cache as rl.run (rl/compilation_cache.py;
+--compilation_cache_dir is rl.run's flag), so it compiles little when a run of
+the same config compiled before.
 
 --video records the first episode through gymnasium's rgb_array rendering
 into an mp4 file (the returns stay the same). It needs the video extra,
@@ -24,6 +28,7 @@ from absl import logging as absl_logging
 import gin
 import numpy as np
 
+from rl import compilation_cache
 from rl import run as run_lib
 from rl.checkpoints import Checkpointer
 from rl.envs import VIDEO_INSTALL_HINT
@@ -33,8 +38,9 @@ from rl.errors import UserError
 from rl.task import RLTask
 
 FLAGS = flags.FLAGS
-# --output_dir is rl.run's flag (imported above): absl refuses a second
-# definition of the same name in one process, and its meaning is the same.
+# --output_dir and --compilation_cache_dir are rl.run's flags (imported
+# above): absl refuses a second definition of the same name in one process,
+# and their meaning is the same.
 flags.DEFINE_integer('n_episodes', None, 'Episodes to play (default: the run\'s '
                      'n_eval_episodes).')
 flags.DEFINE_float('temperature', 0.0, 'Sampling temperature; 0 is greedy.')
@@ -133,6 +139,7 @@ def main(argv):
     # Rendering to arrays needs no display, but pygame's display init probes
     # one and, on a headless machine, prints a spurious SDL error line.
     os.environ.setdefault('SDL_VIDEODRIVER', 'dummy')
+  compilation_cache.configure(FLAGS.compilation_cache_dir, 'rl.evaluate')
   try:
     result = evaluate_run(FLAGS.output_dir, FLAGS.n_episodes, FLAGS.temperature,
                           video_path=FLAGS.video or None)

@@ -140,18 +140,20 @@ def fmt_number(value, digits=0):
   return f'{value:,.{digits}f}'
 
 
-def format_table(rows, final_label='final eval at budget (mean ± std)'):
+def format_table(rows, final_label='final eval at budget (mean ± std)', extra_columns=()):
   """The markdown table of `summarize_config` rows.
 
   `final_label` heads the final-eval column (runs stopped at their target
   end there, not at their budget). The last two columns say where the runs
   ended: the lowest final eval over the seeds, and how many seeds ended
-  within 10% of |target| of the target.
+  within 10% of |target| of the target. `extra_columns` appends (header,
+  row key) columns of numbers (e.g. process seconds), '—' where missing.
   """
   header = ('| config | target | budget (env steps) | seeds reaching target | '
             'median env steps to target | median wall s to target | '
             f'{final_label} | lowest final | seeds holding (within 10%) |')
-  lines = [header, '|' + '---|' * 9]
+  header += ''.join(f' {title} |' for title, _ in extra_columns)
+  lines = [header, '|' + '---|' * (9 + len(extra_columns))]
   for row in rows:
     if row['final_mean'] is None:
       final = '—'
@@ -165,7 +167,8 @@ def format_table(rows, final_label='final eval at budget (mean ± std)'):
         f"| {row['config']} | {fmt_number(row['target'])} | {fmt_number(row['budget'])} | "
         f"{row['n_reached']}/{row['n_runs']} | {fmt_number(row['median_steps'])} | "
         f"{fmt_number(row['median_seconds'], 1)} | {final} | "
-        f"{fmt_number(row['final_min'], 1)} | {holding} |")
+        f"{fmt_number(row['final_min'], 1)} | {holding} |"
+        + ''.join(f' {fmt_number(row.get(key), 1)} |' for _, key in extra_columns))
   return '\n'.join(lines)
 
 

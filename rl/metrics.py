@@ -13,8 +13,6 @@ import json
 import math
 import os
 
-from tensorboardX import SummaryWriter
-
 METRICS_FILE = 'metrics.jsonl'
 # Wall-clock fields: they differ between otherwise identical runs.
 TIMING_KEYS = ('time_collect', 'time_eval', 'time_train', 'time_compile',
@@ -66,6 +64,10 @@ class MetricsWriter:
 
   def _writer(self, subfolder):
     if subfolder not in self._writers:
+      # Imported at the first scalar, not with this module: tensorboardX pulls
+      # in protobuf (and boto3 where installed), tenths of a second before the
+      # first epoch that nothing needs before its end.
+      from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
       # purge_step hides TensorBoard events of epochs after the checkpoint.
       self._writers[subfolder] = SummaryWriter(
           os.path.join(self._output_dir, subfolder), purge_step=self._last_epoch + 1,

@@ -5,7 +5,13 @@ Everything that can be wrong with the input (config, env, action space,
 output folder) is checked before the first write to the output folder, and
 reported as one line with a non-zero exit. Rerunning the same command on the
 same folder resumes from the last checkpoint; so does `--output_dir=D` alone,
-from the config the run saved in D.
+from the config the run saved in D. Compiled programs are kept in JAX's
+persistent compilation cache (rl/compilation_cache.py; --compilation_cache_dir).
+
+Start-up: nothing here compiles or touches a device at import time, and what a
+run needs only later (orbax at the first checkpoint, tensorboardX at the first
+epoch's end) is imported then, so a run reaches its first epoch soon after
+jax, flax and optax are imported (benchmarks/startup.py measures it).
 """
 import ast
 import contextlib
@@ -18,6 +24,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 
 from absl import app
 from absl import flags
@@ -26,6 +33,7 @@ import gin
 
 # Imported for their gin registrations, so configs can name them.
 from rl import advantages  # pylint: disable=unused-import
+from rl import compilation_cache
 from rl import distributions  # pylint: disable=unused-import
 from rl import models  # pylint: disable=unused-import
 from rl import trainers  # pylint: disable=unused-import
@@ -50,11 +58,20 @@ flags.DEFINE_string('output_dir', None, 'The run folder (default: runs/<stem of 
 flags.DEFINE_integer('seed', None, 'Overrides RLTask.seed.')
 flags.DEFINE_bool('allow_config_change', False, 'Resume a run whose config differs '
                   'from the one it was started with (on purpose).')
+flags.DEFINE_string('compilation_cache_dir', None, "JAX's persistent compilation cache "
+                    "folder; '' turns the cache off. Default: $RL_COMPILATION_CACHE_DIR if "
+                    'set (a folder, or off), else $XDG_CACHE_HOME/rl/jax_compilation_cache '
+                    '(~/.cache/rl/jax_compilation_cache).')
 
 CHECKPOINT_DIR = 'checkpoints'
 CONFIG_FILE = 'config.gin'
 # Bindings that may change between a run and its resume.
 RESUMABLE_BINDINGS = ('train_rl.n_epochs', 'train_rl.stop_at_return')
+# When set, rl.run appends '<event> <time.time()>' lines to this file as it
+# reaches 'main' (imports done, flags parsed), 'first_epoch_start' (the first
+# epoch this process runs begins) and 'first_epoch_end' (its record and
+# console line are written). benchmarks/startup.py reads them.
+TIMING_ENV_VAR = 'RL_TIMING_FILE'
 
 
 @gin.configurable(denylist=['task', 'output_dir'])
@@ -541,9 +558,19 @@ def execute(config_files, bindings, output_dir=None, seed=None, allow_config_cha
       checkpointer.save(trainer.epoch, arrays, meta)
 
     writer = MetricsWriter(output_dir, trainer.history, trainer.summary_dirs)
+    first_line = [True]
+
+    def log_epoch(line):
+      log.info(line)
+      if first_line[0]:
+        first_line[0] = False
+        mark_time('first_epoch_end')
+
     try:
+      if trainer.epoch < run.n_epochs:
+        mark_time('first_epoch_start')
       trainer.run(run.n_epochs, checkpoint_fn=save, checkpoint_every=run.checkpoint_every,
-                  writer=writer, log=log.info, stop_at_return=run.stop_at_return)
+                  writer=writer, log=log_epoch, stop_at_return=run.stop_at_return)
     except KeyboardInterrupt:
       # The epoch in progress is the one after the last logged (at most the last).
       epoch = min(len(trainer.history) + 1, run.n_epochs)
@@ -561,6 +588,14 @@ def execute(config_files, bindings, output_dir=None, seed=None, allow_config_cha
              trainer.epoch, trainer.task.n_interactions, format_return(last.get('eval_return')),
              output_dir)
   return trainer
+
+
+def mark_time(event):
+  """Appends '<event> <wall seconds>' to $RL_TIMING_FILE, if set (for benchmarks/startup.py)."""
+  path = os.environ.get(TIMING_ENV_VAR)
+  if path:
+    with open(path, 'a') as f:
+      f.write(f'{event} {time.time():.6f}\n')
 
 
 def last_checkpoint(checkpointer):
@@ -628,11 +663,14 @@ def flags_parser(program):
 
 
 def main(argv):
+  mark_time('main')
   # orbax logs every checkpoint step at INFO through absl; the console is ours.
   absl_logging.set_verbosity(absl_logging.WARNING)
   if len(argv) > 1:
     print(f'rl.run: error: {stray_arguments(argv[1:])}', file=sys.stderr)
     sys.exit(2)
+  # Before anything compiles: nothing is compiled at import time.
+  compilation_cache.configure(FLAGS.compilation_cache_dir, 'rl.run')
   try:
     execute(FLAGS.config_file, FLAGS.config, FLAGS.output_dir, FLAGS.seed,
             FLAGS.allow_config_change)

@@ -19,16 +19,17 @@ dropped and short episodes are not favoured.
 """
 import collections
 import contextlib
-import math
 import os
 import tempfile
 import warnings
 
 import gin
 import gymnasium as gym
+import jax
 import numpy as np
 
 from rl import envs as envs_lib
+from rl import slices
 from rl.advantages import discounted_returns
 from rl.errors import ConfigError
 
@@ -37,6 +38,8 @@ Batch = collections.namedtuple(
     'Batch', ['observation', 'action', 'reward', 'done', 'mask', 'dist_inputs', 'return_'])
 
 _ROW_FIELDS = Batch._fields
+
+_sample_jit = jax.jit(slices.sample, static_argnums=(2, 3, 4, 5, 6))
 
 # Observations are stored in fixed-shape arrays and fed to the networks as
 # such; composite spaces (Tuple, Dict, ...) have no array shape.
@@ -195,6 +198,7 @@ class RLTask:
     self._obs = None
     self._episode_return = np.zeros(self.n_envs, np.float64)
     self._merged_cache = {}
+    self._device_cache = {}
     # Set when a resume could not restore the envs exactly (said in the run's log).
     self.resume_warning = None
 
@@ -378,6 +382,7 @@ class RLTask:
     for key in [k for k in self.epochs if k <= epoch_id - self._n_replay_epochs]:
       del self.epochs[key]
     self._merged_cache.clear()
+    self._device_cache = {}
 
   # -- evaluation ---------------------------------------------------------------
 
@@ -470,53 +475,39 @@ class RLTask:
       self._merged_cache[cache_key] = merged
     return merged
 
-  def trajectory_batch_stream(self, batch_size, epochs=None, max_slice_length=None,
-                              min_slice_length=None, margin=0,
-                              sample_trajectories_uniformly=False):
-    """Yields Batches of `batch_size` random slices, padded to a fixed length.
+  def slice_data(self, epochs=None, whole_trajectories=False):
+    """The trajectories of `epochs` on the device, padded (rl.slices.SliceData).
 
-    A trajectory with R rows (steps + 1) has max(1, R + margin - L) slices of
-    length L = max_slice_length (start positions 0, 1, ...); the `margin` extra
-    rows at the end of a slice serve only to bootstrap. Trajectories are drawn
-    in proportion to their slice counts (uniformly with
-    `sample_trajectories_uniformly`), then a start uniformly. Every slice is
-    padded to exactly max(L, min_slice_length) rows so jitted consumers see a
-    static shape; padding has mask 0. With max_slice_length=None slices are
-    whole trajectories, padded to the next power of two of the longest.
     Epochs: a list of epoch ids, negative ones counted from the newest (-1 is
-    the newest); None means every stored epoch.
+    the newest); None means every stored epoch. whole_trajectories: for
+    slices of whole trajectories (records the longest). The padded copy is
+    made and moved to the device once per selection and kept until the
+    buffer changes.
     """
-    while True:
-      yield self.sample_batch(batch_size, epochs, max_slice_length, min_slice_length,
-                              margin, sample_trajectories_uniformly)
+    data = self._selected(epochs)
+    cache_key = (id(data), whole_trajectories)
+    cached = self._device_cache.get(cache_key)
+    if cached is None or cached[0] is not data:
+      padded = slices.pad(data.rows, data.traj_start, data.traj_rows, whole_trajectories)
+      cached = (data, jax.device_put(padded))
+      self._device_cache[cache_key] = cached
+    return cached[1]
 
   def sample_batch(self, batch_size, epochs=None, max_slice_length=None,
                    min_slice_length=None, margin=0, sample_trajectories_uniformly=False):
-    data = self._selected(epochs)
-    rows = data.traj_rows
-    if max_slice_length is None:
-      window = 1 << int(math.ceil(math.log2(max(2, int(rows.max())))))
-      n_slices = np.ones_like(rows)
-    else:
-      window = int(max_slice_length)
-      n_slices = np.maximum(1, rows + margin - window)
-    length = window if min_slice_length is None else max(window, int(min_slice_length))
-    if sample_trajectories_uniformly:
-      traj = self._rng.integers(0, len(rows), size=batch_size)
-    else:
-      cdf = np.cumsum(n_slices)
-      traj = np.searchsorted(cdf, self._rng.integers(0, cdf[-1], size=batch_size), side='right')
-    start = (self._rng.random(batch_size) * n_slices[traj]).astype(np.int64)
-    position = np.arange(length)[None, :]
-    offset = start[:, None] + position
-    valid = (offset < rows[traj][:, None]) & (position < window)
-    index = np.where(valid, data.traj_start[traj][:, None] + offset, 0)
-    fields = {}
-    for f in _ROW_FIELDS:
-      column = data.rows[f][index]
-      invalid = ~valid.reshape(valid.shape + (1,) * (column.ndim - 2))
-      fields[f] = np.where(invalid, np.zeros((), column.dtype), column)
-    return Batch(**fields)
+    """One Batch of `batch_size` random slices, as numpy arrays (see rl.slices.sample).
+
+    The trainers sample inside their jitted epochs instead; this is the same
+    sampling for inspection and tests, keyed from the task's generator.
+    Every slice is padded to exactly max(L, min_slice_length) rows, L =
+    max_slice_length (None: whole trajectories, padded to the next power of
+    two of the longest); padding has mask 0.
+    """
+    key = jax.random.PRNGKey(int(self._rng.integers(0, 2**31 - 1)))
+    data = self.slice_data(epochs, whole_trajectories=max_slice_length is None)
+    fields = _sample_jit(data, key, batch_size, max_slice_length,
+                         min_slice_length, margin, sample_trajectories_uniformly)
+    return Batch(**{f: np.asarray(v) for f, v in fields.items()})
 
   # -- checkpointing ----------------------------------------------------------------
 
@@ -556,6 +547,7 @@ class RLTask:
     else:
       self._restart_episodes()
     self._merged_cache.clear()
+    self._device_cache = {}
 
   def _restart_episodes(self):
     """Resets every env and drops the episodes that were running at the checkpoint.

@@ -1,8 +1,29 @@
-"""Shared fixtures: a tiny deterministic env with hand-checkable numbers, gin hygiene."""
+"""Shared fixtures: a tiny deterministic env with hand-checkable numbers, gin hygiene.
+
+Also keeps the suite out of the user's compilation cache: every `rl.run`,
+`rl.evaluate` and `launch.sweep` process the tests start (and any in-process
+call of rl.compilation_cache.configure) caches in one temporary folder for the
+session, removed at its end, never in ~/.cache.
+"""
+import os
+import shutil
+import tempfile
+
 import gin
 import gymnasium as gym
 import numpy as np
 import pytest
+
+from rl import compilation_cache
+
+# Set at import, before any test module, fixture or child process reads it.
+_COMPILATION_CACHE = tempfile.mkdtemp(prefix='rl-test-compilation-cache-')
+os.environ[compilation_cache.ENV_VAR] = _COMPILATION_CACHE
+
+
+def pytest_unconfigure(config):
+  del config
+  shutil.rmtree(_COMPILATION_CACHE, ignore_errors=True)
 
 
 class ChainEnv(gym.Env):

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import batch_helpers
 from rl import advantages
 from rl import models
 from rl import run as run_lib
@@ -159,20 +160,21 @@ def test_shared_layers_are_copied_between_the_policy_and_the_value_net():
                          params_of(trainer, 'value')['body'])
 
   # Snapshot both nets as each of them starts to train (ActorCriticTrainer.train_epoch:
-  # policy -> value before value training, value -> policy after it).
+  # policy -> value before value training, value -> policy after it). Each
+  # network's epoch is one fused call of its supervised Trainer's `train`.
   snapshots = {}
 
   def spy(name, trainer_obj):
-    original = trainer_obj.train_epoch
+    original = trainer_obj.train
 
-    def train_epoch(*args, **kwargs):
+    def train(*args, **kwargs):
       snapshots[name] = (params_of(trainer, 'policy'), params_of(trainer, 'value'))
       return original(*args, **kwargs)
-    trainer_obj.train_epoch = train_epoch
+    trainer_obj.train = train
 
   spy('value', value_t)
   spy('policy', policy_t)
-  trainer.task.collect(trainer.collect_policy(), n_interactions=16)
+  trainer.collect(n_interactions=16)
   trainer.train_epoch()
 
   policy_before_value, value_before_value = snapshots['value']
@@ -210,18 +212,19 @@ def test_a_shared_normalizer_trains_both_nets_on_the_acting_statistics():
   seen = {}
 
   def spy(name, trainer_obj):
-    original = trainer_obj.train_epoch
+    original = trainer_obj.train
 
-    def train_epoch(*args, **kwargs):
+    def train(*args, **kwargs):
       seen[name] = jax.device_get(trainer_obj.model_state)
       return original(*args, **kwargs)
-    trainer_obj.train_epoch = train_epoch
+    trainer_obj.train = train
 
   spy('value', value_t)
   spy('policy', policy_t)
   for epoch in (1, 2):
-    trainer.task.collect(trainer.collect_policy(), n_interactions=16, epoch_id=epoch)
-    acting = jax.device_get(trainer._collect_model_state)
+    # trainer.collect keeps the acting state (the normaliser statistics) it moved on.
+    trainer.collect(n_interactions=16, epoch_id=epoch)
+    acting = jax.device_get(trainer.acting_state.model_state)
     assert float(acting['normalizer']['normalizer']['count']) == 16 * epoch
     trainer.train_epoch()
     assert trees_equal(seen['value'], acting), f'epoch {epoch}: value net'
@@ -293,12 +296,12 @@ def test_q_value_aggregates_train_an_epoch(aggregate):
 def first_value_batch(**kwargs):
   """One value batch of a fresh Q-value AWR after one collection (seeded: repeatable)."""
   trainer = AWR(task_for('CartPole-v1'), q_value=True, q_value_n_samples=3, **tiny(**kwargs))
-  trainer.task.collect(trainer.collect_policy(), n_interactions=16)
-  return next(trainer.value_batches_stream())
+  trainer.collect(n_interactions=16)
+  return batch_helpers.value_batch(trainer)
 
 
 def test_old_boolean_alias_of_the_aggregate():
-  # Batch = (obs, actions, targets, mask); the targets carry the aggregate.
+  # ValueBatch(observation, action, target, mask); the targets carry the aggregate.
   alias_max = first_value_batch(q_value_aggregate_max=True)
   explicit_max = first_value_batch(q_value_aggregate='max')
   alias_mean = first_value_batch(q_value_aggregate_max=False)
@@ -306,9 +309,9 @@ def test_old_boolean_alias_of_the_aggregate():
     np.testing.assert_array_equal(a, b)
   # Same data, same keys: only the aggregate differs, and max >= mean of the
   # same Q samples, so 'max' targets can only be higher.
-  np.testing.assert_array_equal(alias_max[0], alias_mean[0])
-  assert not np.array_equal(alias_max[2], alias_mean[2])
-  assert np.all(np.asarray(alias_max[2]) >= np.asarray(alias_mean[2]) - 1e-6)
+  np.testing.assert_array_equal(alias_max.observation, alias_mean.observation)
+  assert not np.array_equal(alias_max.target, alias_mean.target)
+  assert np.all(np.asarray(alias_max.target) >= np.asarray(alias_mean.target) - 1e-6)
 
 
 # One state, three sampled actions with Q = [1, 2, 1] and policy probabilities
@@ -384,7 +387,7 @@ def test_ppo_bootstraps_through_an_added_policy_slice(estimator):
   assert math.isfinite(record['train_policy_loss'])
   assert all(math.isfinite(v) for v in finite_numbers(record).values())
   # The margin rows only serve the estimator: the policy sees 1 step per slice.
-  obs, actions, adv, old_dist_inputs, mask = next(trainer.policy_batches_stream())
+  obs, actions, adv, old_dist_inputs, mask = batch_helpers.policy_batch(trainer)
   assert obs.shape == (4, 1, 4) and adv.shape == mask.shape == (4, 1)
 
 
@@ -395,8 +398,8 @@ def test_monte_carlo_value_targets_are_the_stored_returns():
                 **dict(TINY, added_policy_slice_length=0, n_interactions_per_epoch=None,
                        n_trajectories_per_epoch=2, value_batch_size=16))
   # 2 envs x 3 steps: each env plays exactly one whole episode.
-  task.collect(trainer.collect_policy(), n_trajectories=2)
-  obs, targets, mask = next(trainer.value_batches_stream())
+  trainer.collect(n_trajectories=2)
+  obs, _, targets, mask = batch_helpers.value_batch(trainer)
   assert obs.shape == (16, 1, 1) and targets.shape == mask.shape == (16, 1)
   real = np.asarray(mask) > 0
   assert real.all()  # slices of length 1 start only on real steps

@@ -11,6 +11,7 @@ from rl import run as run_lib
 from rl.errors import ConfigError
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
+from rl.task import Batch
 from rl.task import RLTask
 from rl.trainers.actor_critic_joint import A2CJoint
 from rl.trainers.actor_critic_joint import AWRJoint
@@ -35,15 +36,16 @@ def zero_weights(trainer):
 
 
 def hand_batch():
-  """Two slices of 2 rows; the second slice's second row is padding."""
-  obs = np.zeros((2, 2, 1), np.float32)
-  actions = np.array([[1, 0], [1, 0]])
-  rewards = np.zeros((2, 2), np.float32)
-  returns = np.array([[3.0, 1.0], [-1.0, 0.0]], np.float32)
-  dones = np.zeros((2, 2), np.float32)
-  old_dist_inputs = np.zeros((2, 2, 2), np.float32)
-  mask = np.array([[1.0, 1.0], [1.0, 0.0]], np.float32)
-  return obs, actions, rewards, returns, dones, old_dist_inputs, mask
+  """Two slices of 2 rows (a task Batch, as the joint loss reads it by field name);
+  the second slice's second row is padding."""
+  return Batch(
+      observation=np.zeros((2, 2, 1), np.float32),
+      action=np.array([[1, 0], [1, 0]]),
+      reward=np.zeros((2, 2), np.float32),
+      done=np.zeros((2, 2), np.float32),
+      mask=np.array([[1.0, 1.0], [1.0, 0.0]], np.float32),
+      dist_inputs=np.zeros((2, 2, 2), np.float32),  # of the policy that acted
+      return_=np.array([[3.0, 1.0], [-1.0, 0.0]], np.float32))
 
 
 def test_ppo_joint_metrics_by_hand():
@@ -84,8 +86,10 @@ def test_an_all_padding_row_changes_nothing():
   trainer = PPOJoint(chain_task(), max_slice_length=2, **SMALL)
   joint = trainer._trainers['joint']  # pylint: disable=protected-access
   batch = hand_batch()
-  garbage = [7.0, 1, 7.0, 1e6, 1.0, 7.0, 0.0]  # valid action index; mask 0
-  padded = tuple(np.concatenate([x, np.zeros_like(x[:1]) + g]) for x, g in zip(batch, garbage))
+  garbage = Batch(observation=7.0, action=1, reward=7.0, done=1.0, mask=0.0, dist_inputs=7.0,
+                  return_=1e6)  # a valid action index; mask 0
+  padded = Batch(*(np.concatenate([x, np.zeros_like(x[:1]) + g])
+                   for x, g in zip(batch, garbage)))
   # The extra row holds garbage everywhere but its mask is 0.
   assert joint.evaluate(padded)['joint_loss'] == pytest.approx(
       joint.evaluate(batch)['joint_loss'], rel=1e-6)

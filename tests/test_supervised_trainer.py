@@ -5,6 +5,7 @@ import sys
 import textwrap
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -22,13 +23,15 @@ def regression_stream(seed=0, batch=32):
     yield x, x @ w
 
 
-def mse(pred, target):
-  return jnp.mean((pred - target) ** 2)
+def mse(pred, batch):
+  """The loss and its metrics, as every supervised loss returns them."""
+  error = jnp.mean((pred - batch[1]) ** 2)
+  return error, {'mse': error}
 
 
 def make_trainer(lr=0.05, seed=0, stream_seed=0, **kwargs):
   return Trainer(nn.Dense(1), optimizers.SGD, lambda step: lr, mse,
-                 lambda: regression_stream(stream_seed), metrics={'mse': mse}, seed=seed,
+                 inputs=lambda: regression_stream(stream_seed), seed=seed,
                  **kwargs)
 
 
@@ -39,6 +42,38 @@ def test_training_reduces_the_loss_and_counts_steps():
   assert trainer.step == 201
   assert later['mse'] < 1e-3 < first['mse']
   assert set(later) >= {'loss', 'mse', 'learning_rate', 'gradients_l2'}
+
+
+def test_an_epoch_is_one_fused_call_on_device_drawn_batches():
+  """`train` draws every batch inside the compiled epoch from (data, key, carry)."""
+  w = jnp.array([[2.0], [-1.0], [0.5]])
+  data = jnp.asarray(np.random.default_rng(0).normal(size=(256, 3)), jnp.float32)
+  seen = []
+
+  def batch_fn(data, key, carry, variables):
+    del variables
+    index = jax.random.randint(key, (32,), 0, data.shape[0])
+    x = data[index]
+    return x, x @ w + carry  # the carry shifts the targets
+
+  def after_step(carry, variables, step):
+    del variables
+    seen.append(step)  # traced once per compilation
+    return carry
+
+  trainer = Trainer(nn.Dense(1), optimizers.SGD, lambda step: 0.05, mse,
+                    example_inputs=(data[:1],), batch_fn=batch_fn, after_step=after_step)
+  key = jax.random.PRNGKey(0)
+  results, key2, carry = trainer.train(data, key, jnp.float32(3.0), n_steps=300,
+                                       n_chunks=3, n_eval_steps=2)
+  assert trainer.step == 300 and float(carry) == 3.0
+  assert not np.array_equal(np.asarray(key), np.asarray(key2))
+  assert results['mse'] < 1e-3
+  np.testing.assert_allclose(np.asarray(trainer.model_weights['bias']), [3.0], atol=0.05)
+  # The same call again reuses the compiled epoch: nothing is traced anew.
+  traced = len(seen)
+  trainer.train(data, key2, jnp.float32(3.0), n_steps=300, n_chunks=3, n_eval_steps=2)
+  assert len(seen) == traced
 
 
 def test_state_round_trip_is_exact():
@@ -62,7 +97,7 @@ def test_weights_are_settable():
 
 def test_nan_loss_is_reported_with_its_name():
   trainer = Trainer(nn.Dense(1), optimizers.SGD, lambda step: 1e30, mse,
-                    lambda: regression_stream(0), loss_name='value_loss')
+                    inputs=lambda: regression_stream(0), loss_name='value_loss')
   with pytest.raises(NonFiniteLossError, match="'value_loss' became"):
     trainer.train_epoch(20)
 
@@ -85,8 +120,10 @@ def test_two_devices_give_the_same_loss_as_one():
       while True:
         x = rng.normal(size=(8, 3)).astype(np.float32)
         yield x, x.sum(1, keepdims=True)
-    mse = lambda p, t: jnp.mean((p - t) ** 2)
-    t = Trainer(nn.Dense(1), optimizers.Adam, lambda s: 1e-2, mse, stream, metrics={'mse': mse})
+    def mse(p, batch):
+      error = jnp.mean((p - batch[1]) ** 2)
+      return error, {'mse': error}
+    t = Trainer(nn.Dense(1), optimizers.Adam, lambda s: 1e-2, mse, inputs=stream)
     m = t.train_epoch(10, n_eval_steps=1)
     print(jax.local_device_count(), repr(m['loss']), repr(m['mse']))
   ''')

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import batch_helpers
 from rl import advantages
 from rl import run as run_lib
 from rl.checkpoints import Checkpointer
@@ -160,9 +161,9 @@ def test_every_step_is_trained_and_only_termination_stops_the_bootstrap(terminat
   # after step 2, or a time limit of 3 truncates it there.
   task = chain_of_three(terminate)
   trainer = DQN(task, **dict(TINY, n_interactions_per_epoch=6, value_batch_size=64))
-  task.collect(trainer.collect_policy(), n_interactions=6)
+  trainer.collect(n_interactions=6)
   trainer._target = constant_q_target(trainer, [2.0, 1.0])  # max Q = 2 everywhere
-  obs, actions, targets, mask = next(trainer.value_batches_stream())
+  obs, actions, targets, mask = batch_helpers.value_batch(trainer)
   assert obs.shape == (64, 1, 1) and targets.shape == mask.shape == (64, 1)
   assert np.all(np.asarray(mask) == 1)
   t = np.asarray(obs)[:, 0, 0].astype(int)
@@ -188,9 +189,9 @@ def test_two_step_targets_through_the_task(terminate):
   task = chain_of_three(terminate)
   trainer = DQN(task, max_slice_length=3, **dict(TINY, n_interactions_per_epoch=6,
                                                   value_batch_size=64))
-  task.collect(trainer.collect_policy(), n_interactions=6)
+  trainer.collect(n_interactions=6)
   trainer._target = constant_q_target(trainer, [2.0, 1.0])
-  obs, _, targets, mask = next(trainer.value_batches_stream())
+  obs, _, targets, mask = batch_helpers.value_batch(trainer)
   t = np.asarray(obs)[:, 0, 0].astype(int)
   assert set(t) == {0, 1, 2} and np.all(np.asarray(mask) == 1)
   np.testing.assert_allclose(np.asarray(targets)[:, 0] * trainer._value_scale,
@@ -200,13 +201,13 @@ def test_two_step_targets_through_the_task(terminate):
 def test_double_dqn_targets_through_the_task_use_the_online_argmax():
   task = task_for('rl_test/Chain-v0', env_kwargs={'length': 3}, gamma=GAMMA)
   trainer = DoubleDQN(task, **dict(TINY, n_interactions_per_epoch=6, value_batch_size=16))
-  task.collect(trainer.collect_policy(), n_interactions=6)
+  trainer.collect(n_interactions=6)
   # Target Q = (2, 1); the online net is made to prefer action 1 everywhere,
   # so Double DQN bootstraps from 1, not from max = 2.
   trainer._target = constant_q_target(trainer, [2.0, 1.0])
   online = constant_q_target(trainer, [0.0, 5.0])
   trainer._value_trainer.model_weights = online['params']
-  obs, _, targets, _ = next(trainer.value_batches_stream())
+  obs, _, targets, _ = batch_helpers.value_batch(trainer)
   t = np.asarray(obs)[:, 0, 0].astype(int)
   expected = np.where(t == 2, 3.0, (t + 1) + GAMMA * 1.0)
   np.testing.assert_allclose(np.asarray(targets)[:, 0] * trainer._value_scale, expected,
@@ -219,6 +220,29 @@ SCHEDULE = functools.partial(lr_schedules.multifactor, factors='constant * decay
                              constant=0.8, decay_factor=0.5, steps_per_decay=2, minimum=0.15)
 
 
+class SyncRecordingDQN(DQN):
+  """A DQN that reports every target sync inside its fused epochs to the host.
+
+  The target is synced inside the compiled loop (ValueAgent._sync_every, the
+  online trainer's after_step hook); a debug callback hands each step's
+  result back, and a step whose returned target is the online network is a
+  sync, recorded with the online step count and weights.
+  """
+
+  def __init__(self, task, synced, **kwargs):
+    super().__init__(task, **kwargs)
+    self._synced = synced
+
+  def _sync_every(self, target, variables, step):
+    new = super()._sync_every(target, variables, step)
+    jax.debug.callback(self._record, step, new['params'], variables['params'])
+    return new
+
+  def _record(self, step, target_params, online_params):
+    if trees_equal(target_params, online_params):
+      self._synced.append((int(step), jax.device_get(online_params)))
+
+
 @pytest.fixture(scope='module')
 def three_epochs():
   """One trainer (compiled once) run for 3 epochs, with what each epoch did.
@@ -228,27 +252,44 @@ def three_epochs():
   """
   gin.clear_config()
   task = task_for('CartPole-v1', initial_trajectories=2)
-  trainer = DQN(task, exploration_rate=SCHEDULE, n_replay_epochs=2, sync_freq=3,
-                **dict(TINY, value_train_steps_per_epoch=4, value_evals_per_epoch=2))
-  online = trainer._trainers['value']
   synced = []  # (online step, params) at every sync
-  original = trainer._sync_target
+  trainer = SyncRecordingDQN(
+      task, synced, exploration_rate=SCHEDULE, n_replay_epochs=2, sync_freq=3,
+      **dict(TINY, value_train_steps_per_epoch=4, value_evals_per_epoch=2))
+  online = trainer._trainers['value']
+  original = online.train
 
-  def spy():
-    original()
-    synced.append((online.step, online.model_weights))
-  trainer._sync_target = spy
+  def train(data, key, carry, *args, **kwargs):
+    # The epoch's training starts from the target it is handed (the carry):
+    # a sync when that is the online network as it stands.
+    if trees_equal(jax.device_get(carry['params']), jax.device_get(online.model_weights)):
+      synced.append((online.step, jax.device_get(online.model_weights)))
+    return original(data, key, carry, *args, **kwargs)
+  online.train = train
   task.collect_initial()
   epochs = [{'buffer': sorted(task.epochs)}]
   for _ in range(3):
     record = trainer.run_epoch()
+    jax.effects_barrier()  # every callback of the epoch has run
+    synced.sort(key=lambda s: s[0])
     epochs.append({'record': record, 'syncs': [s for s, _ in synced],
                    'buffer': sorted(task.epochs), 'step': online.step,
-                   'target': trainer._target, 'last_synced': synced[-1][1],
-                   'online': online.model_weights})
-  trainer._sync_target = original
+                   'target': jax.device_get(trainer._target), 'last_synced': synced[-1][1],
+                   'online': jax.device_get(online.model_weights)})
+  online.train = original
   yield trainer, epochs
   gin.clear_config()
+
+
+def test_sync_every_replaces_the_target_exactly_at_multiples_of_sync_freq(three_epochs):
+  trainer, _ = three_epochs
+  online = {'params': {'w': jnp.ones(3)}}
+  target = {'params': {'w': jnp.zeros(3)}}
+  sync = jax.jit(trainer._sync_every)
+  for step in range(1, 10):
+    new = sync(target, online, jnp.int32(step))
+    expected = online if step % 3 == 0 else target
+    assert trees_equal(jax.device_get(new), jax.device_get(expected)), step
 
 
 def test_target_syncs_at_epoch_start_and_every_sync_freq_steps(three_epochs):
@@ -325,7 +366,7 @@ def test_epsilon_greedy_sampling():
 def collected(trainer):
   """Actions and stored Q-values (dist_inputs) of one collection of 16 steps."""
   trainer.epoch = 1
-  trainer.task.collect(trainer.collect_policy(), n_interactions=16)
+  trainer.collect(n_interactions=16)
   rows_ = trainer.task.epochs[1].rows
   real = rows_['mask'] > 0
   return rows_['action'][real], rows_['dist_inputs'][real]

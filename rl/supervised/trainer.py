@@ -1,23 +1,43 @@
-"""supervised.Trainer: a jitted optax training loop over a stream of batches.
+"""supervised.Trainer: an optax training loop whose whole epoch is one jitted call.
 
-The RL trainers own one (or two) of these: the batches come from the task's
-slice sampler, the loss is one of the pure functions in rl.trainers.losses.
+Every network of every RL trainer trains through `fused_epoch`: a `lax.scan`
+over the epoch's gradient steps (in `n_chunks` chunks, with the metrics
+evaluated after each), where each step draws its batch on the device from
+the epoch's data and a key, so the host hands the data over once and reads
+the results back once per epoch.
 
 Contract:
-  * `model` is a flax.linen Module; it consumes the first `n_model_inputs`
-    elements of each batch tuple, and `loss_fn(model_output, *rest)` and each
-    metric `fn(model_output, *rest)` get the model output and the remaining
-    elements.
+  * `model` is a flax.linen Module; `inputs_fn(batch)` gives its inputs.
+  * `loss_fn(model_output, batch) -> (loss, metrics)`: the scalar loss and a
+    dict of scalar metrics, computed in the same pass: they are the
+    auxiliary output of the gradient computation, averaged over the chunk's
+    steps. With `n_eval_steps` > 0 they are instead evaluated after each
+    chunk on that many fresh batches with the chunk's final weights (the
+    reference's reporting, at the price of a second copy of the loss in the
+    compiled program).
+  * Batches come from `batch_fn(data, key, carry, variables) -> batch`, a pure
+    function of the epoch's data (any pytree), a key, the caller's `carry`
+    (e.g. target-network variables) and the variables being trained; or, in
+    standalone use, from the host iterator `inputs()`, stacked per epoch.
+  * `prepare_fn(data, key, carry) -> data` runs at the start of every chunk:
+    per-row work that would otherwise be repeated for every batch (e.g. the
+    advantages of every stored step under a value network that the chunk
+    keeps fixed).
+  * `after_step(carry, variables, step) -> carry` runs after every update
+    (`step` counts all updates so far; e.g. a target sync every N steps) and
+    `after_chunk(carry, variables) -> carry` after every chunk.
   * The state is a plain pytree {'params', 'model_state', 'opt_state', 'step'}:
     `state_dict()` / `load_state_dict()` round-trip it exactly, and
-    `model_weights` / `model_state` are settable (target networks, shared
-    layers, normaliser statistics copied in from the acting model).
-  * Data parallel over all local devices: the batch is sharded along its first
-    axis with jax.sharding and the parameters are replicated; jit inserts the
-    gradient all-reduce. The loss is a mean over the global batch, so one and
-    several devices compute the same numbers up to float reassociation.
+    `model_weights` / `model_state` are settable (shared layers, normaliser
+    statistics copied in from the acting model).
+  * Data parallel over all local devices: each batch is sharded along its
+    first axis and the parameters are replicated; jit inserts the gradient
+    all-reduce. The loss is a mean over the global batch, so one and several
+    devices compute the same numbers up to float reassociation.
 """
+import functools
 import time
+from typing import Any, Callable, NamedTuple, Optional
 
 import flax
 import jax
@@ -31,8 +51,142 @@ from rl.errors import ConfigError
 from rl.errors import NonFiniteLossError
 
 
+class EpochSpec(NamedTuple):
+  """What a fused epoch is made of; frozen into the compiled function."""
+  apply_fn: Callable  # (variables, *inputs) -> model output
+  loss_fn: Callable  # (model output, batch) -> (loss, metrics)
+  tx: Any  # the optax transformation
+  lr_schedule: Callable  # step -> learning rate (reported, evaluated on the device)
+  inputs_fn: Callable  # batch -> model inputs tuple
+  batch_fn: Optional[Callable]  # (data, key, carry, variables) -> batch; None: stacked batches
+  prepare_fn: Optional[Callable]  # (data, key, carry) -> data, at the start of every chunk
+  after_step: Optional[Callable]  # (carry, variables, step) -> carry
+  after_chunk: Optional[Callable]  # (carry, variables) -> carry
+  batch_sharding: Any  # NamedSharding of a batch, or None on one device
+
+
+class EpochResult(NamedTuple):
+  """What one fused call returns (all on the device until read)."""
+  losses: jax.Array  # [n_steps] training loss of every step
+  gradients_l2: jax.Array  # [n_steps] global gradient norm of every step
+  metrics: dict  # name -> scalar: the last chunk's metrics
+  learning_rate: jax.Array  # of the last step taken
+  step: jax.Array  # optimizer steps after the epoch
+  loss_after: jax.Array  # the last batch's loss under the epoch's final weights
+
+
+def variables_of(state):
+  return {'params': state['params'], **state['model_state']}
+
+
+def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_chunk,
+                n_eval_steps):
+  """n_chunks x steps_per_chunk updates of `state`, then the metrics; pure.
+
+  Args:
+    spec: the EpochSpec (static).
+    state: {'params', 'model_state', 'opt_state', 'step'}.
+    data: the epoch's data for `spec.batch_fn`.
+    key: the PRNG key the batches are drawn with.
+    carry: the caller's pytree threaded through batch_fn / after_step /
+      after_chunk.
+    stacked: with batch_fn None, the batches: a pair (train batches with
+      leading axes [n_chunks, steps_per_chunk], eval batches [n_chunks,
+      n_eval_steps]); otherwise None.
+    n_chunks, steps_per_chunk, n_eval_steps: the epoch's shape (static).
+
+  Returns:
+    (state, key, carry, EpochResult).
+  """
+  def constrain(batch):
+    if spec.batch_sharding is None:
+      return batch
+    return jax.lax.with_sharding_constraint(batch, spec.batch_sharding)
+
+  def draw(data, key, carry, variables, given):
+    if spec.batch_fn is None:
+      return key, given
+    key, batch_key = jax.random.split(key)
+    return key, constrain(spec.batch_fn(data, batch_key, carry, variables))
+
+  def loss(params, model_state, batch):
+    output = spec.apply_fn({'params': params, **model_state}, *spec.inputs_fn(batch))
+    return spec.loss_fn(output, batch)
+
+  def train_step(data, loop, given):
+    state, key, carry, _ = loop
+    key, batch = draw(data, key, carry, variables_of(state), given)
+    (value, metrics), grads = jax.value_and_grad(loss, has_aux=True)(
+        state['params'], state['model_state'], batch)
+    updates, opt_state = spec.tx.update(grads, state['opt_state'], state['params'])
+    params = optax.apply_updates(state['params'], updates)
+    state = dict(state, params=params, opt_state=opt_state, step=state['step'] + 1)
+    if spec.after_step is not None:
+      carry = spec.after_step(carry, variables_of(state), state['step'])
+    return (state, key, carry, batch), (value, optax.tree.norm(grads), metrics)
+
+  def eval_step(data, loop, given):
+    key, carry, state = loop
+    key, batch = draw(data, key, carry, variables_of(state), given)
+    _, metrics = loss(state['params'], state['model_state'], batch)
+    return (key, carry, state), metrics
+
+  def chunk(loop, given):
+    state, key, carry = loop
+    train_given, eval_given = given if given is not None else (None, None)
+    chunk_data = data
+    if spec.prepare_fn is not None:
+      key, prepare_key = jax.random.split(key)
+      chunk_data = spec.prepare_fn(data, prepare_key, carry)
+    # The step's batch rides along, so the last one can be checked afterwards.
+    template = jax.eval_shape(
+        lambda: draw(chunk_data, key, carry, variables_of(state),
+                     None if train_given is None else
+                     jax.tree_util.tree_map(lambda x: x[0], train_given))[1])
+    empty = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), template)
+    (state, key, carry, last_batch), (values, norms, metrics) = jax.lax.scan(
+        functools.partial(train_step, chunk_data), (state, key, carry, empty), train_given,
+        length=steps_per_chunk)
+    # The metrics of the chunk's own batches, from the gradient pass...
+    metrics = (jax.tree_util.tree_map(lambda m: jnp.mean(m, axis=0), metrics)
+               if steps_per_chunk else {})
+    if n_eval_steps:
+      # ...or, when asked for, of fresh batches under the chunk's final weights.
+      (key, carry, state), metrics = jax.lax.scan(
+          functools.partial(eval_step, chunk_data), (key, carry, state), eval_given,
+          length=n_eval_steps)
+      metrics = jax.tree_util.tree_map(lambda m: jnp.mean(m, axis=0), metrics)
+    if spec.after_chunk is not None:
+      carry = spec.after_chunk(carry, variables_of(state))
+    # The loss of the last batch under the weights its step made: an update
+    # that took the weights somewhere the loss is NaN stops the run now, not
+    # an epoch (and maybe a checkpoint of those weights) later.
+    after, _ = loss(state['params'], state['model_state'], last_batch)
+    return (state, key, carry), (values, norms, metrics, after)
+
+  if n_chunks == 1:
+    # No loop around a single chunk: XLA optimises straight-line code better
+    # than the body of a one-trip loop (the preparation runs ~4x slower there).
+    first = None if stacked is None else jax.tree_util.tree_map(lambda x: x[0], stacked)
+    (state, key, carry), outputs = chunk((state, key, carry), first)
+    values, norms, metrics, after = jax.tree_util.tree_map(lambda x: x[None], outputs)
+  else:
+    (state, key, carry), (values, norms, metrics, after) = jax.lax.scan(
+        chunk, (state, key, carry), stacked, length=n_chunks)
+  last = jax.tree_util.tree_map(lambda m: m[-1], metrics)
+  learning_rate = jnp.asarray(spec.lr_schedule(jnp.maximum(state['step'] - 1, 0)), jnp.float32)
+  return state, key, carry, EpochResult(values.reshape(-1), norms.reshape(-1), last,
+                                        learning_rate, state['step'], after[-1])
+
+
+def evaluate_batch(spec, state, batch):
+  """(loss, metrics) of `batch` under the current weights; pure."""
+  output = spec.apply_fn(variables_of(state), *spec.inputs_fn(batch))
+  return spec.loss_fn(output, batch)
+
+
 class Trainer:
-  """Trains `model` on `inputs()` with `optimizer(learning_rate=lr_schedule)`.
+  """Trains `model` with `optimizer(learning_rate=lr_schedule)`, an epoch per call.
 
   Args:
     model: a flax.linen Module.
@@ -40,69 +194,73 @@ class Trainer:
       (e.g. rl.supervised.optimizers.Adam, bound through gin).
     lr_schedule: a schedule `step -> learning rate`, evaluated at the 0-based
       optimizer step.
-    loss_fn: `loss_fn(model_output, *batch_rest) -> scalar`.
-    inputs: a callable returning an iterator of batches (tuples of arrays).
+    loss_fn: `loss_fn(model_output, batch) -> (loss, metrics dict)`.
+    example_inputs: model inputs used only for their shapes to initialise
+      the model (a tuple); None takes them from the first batch of `inputs()`.
+    batch_fn: `(data, key, carry, variables) -> batch`, drawn on the device
+      for every step (the RL trainers' slices); see `train`.
+    inputs: standalone use: a callable returning an iterator of host batches;
+      see `train_epoch`.
+    inputs_fn: batch -> the model's inputs (a tuple). Default: the batch's
+      first element.
+    prepare_fn: per-chunk preparation of the data (see the module doc).
+    after_step, after_chunk: hooks on the caller's carry (see the module doc).
     output_dir: if set, the trainer checkpoints itself there after every
       `train_epoch` and resumes from it on construction (standalone use; the
       RL trainers checkpoint all their parts together instead).
-    metrics: dict name -> `fn(model_output, *batch_rest) -> scalar`, averaged
-      over `n_eval_steps` batches in `train_epoch`.
     seed: initialises the parameters.
-    example_batch: a batch used only for its shapes to initialise the model;
-      None peeks the first batch of `inputs()`.
-    n_model_inputs: how many leading batch elements the model consumes.
     loss_name: the name the training loss is reported under.
   """
 
-  def __init__(self, model, optimizer, lr_schedule, loss_fn, inputs, output_dir=None,
-               metrics=None, seed=0, example_batch=None, n_model_inputs=1,
-               loss_name='loss'):
-    self._model = model
-    self._loss_fn = loss_fn
-    self._metrics = dict(metrics or {})
-    self._lr_schedule = lr_schedule
-    self._n_in = n_model_inputs
+  def __init__(self, model, optimizer, lr_schedule, loss_fn, example_inputs=None,
+               batch_fn=None, inputs=None, inputs_fn=None, prepare_fn=None, after_step=None,
+               after_chunk=None, output_dir=None, seed=0, loss_name='loss'):
     self._loss_name = loss_name
     self._stream_fn = inputs
     self._stream = None
-    self._tx = optimizer(learning_rate=lr_schedule)
+    tx = optimizer(learning_rate=lr_schedule)
+    inputs_fn = inputs_fn or (lambda batch: (batch[0],))
 
     devices = jax.local_devices()
     self._n_devices = len(devices)
     if self._n_devices > 1:
       mesh = jax.sharding.Mesh(np.array(devices), ('batch',))
-      self._batch_sharding = NamedSharding(mesh, P('batch'))
+      batch_sharding = NamedSharding(mesh, P('batch'))
       self._replicated = NamedSharding(mesh, P())
     else:
-      self._batch_sharding = self._replicated = None
+      batch_sharding = self._replicated = None
 
-    if example_batch is None:
-      example_batch = next(self._get_stream())
+    if example_inputs is None:
+      example_inputs = inputs_fn(next(self._get_stream()))
     # One compiled init: op-by-op initialisers (orthogonal's QR) cost seconds.
-    variables = jax.jit(model.init)(jax.random.PRNGKey(seed), *example_batch[:self._n_in])
+    variables = jax.jit(model.init)(jax.random.PRNGKey(seed), *example_inputs)
     variables = flax.core.unfreeze(variables)
     params = variables.pop('params')
     state = {
         'params': params,
         'model_state': variables,
-        'opt_state': self._tx.init(params),
+        'opt_state': tx.init(params),
         'step': jnp.zeros((), jnp.int32),
     }
     self._state = self._replicate(state)
+    self.spec = EpochSpec(model.apply, loss_fn, tx, lr_schedule, inputs_fn, batch_fn, prepare_fn,
+                          after_step, after_chunk, batch_sharding)
     # No buffer donation: target networks and acting models hold references to
     # the weights this returns, and donation would invalidate them.
-    self._train_step = jax.jit(self._train_step_impl)
-    self._eval_step = jax.jit(self._eval_step_impl)
+    self._epoch = jax.jit(functools.partial(fused_epoch, self.spec),
+                          static_argnames=('n_chunks', 'steps_per_chunk', 'n_eval_steps'))
+    self._apply = jax.jit(model.apply)
+    self._evaluate = jax.jit(functools.partial(evaluate_batch, self.spec))
 
     self._checkpointer = None
     if output_dir is not None:
-      from rl.checkpoints import Checkpointer  # pylint: disable=g-import-not-at-top
+      from rl.checkpoints import Checkpointer  # pylint: disable=import-outside-toplevel
       self._checkpointer = Checkpointer(output_dir)
       restored = self._checkpointer.restore_latest()
       if restored is not None:
         self.load_state_dict(restored[1]['trainer'])
 
-  # -- batches and devices --------------------------------------------------------
+  # -- devices ----------------------------------------------------------------------
 
   def _get_stream(self):
     if self._stream is None:
@@ -114,90 +272,103 @@ class Trainer:
       return jax.device_put(tree)
     return jax.device_put(tree, self._replicated)
 
-  def _shard(self, batch):
-    if self._batch_sharding is None:
-      # Arrays already on the device (e.g. computed advantages) stay there.
-      return tuple(x if isinstance(x, jax.Array) else np.asarray(x) for x in batch)
-    batch = tuple(np.asarray(x) for x in batch)
-    size = batch[0].shape[0]
-    if size % self._n_devices:
+  def _check_batch_size(self, size):
+    if self._n_devices > 1 and size % self._n_devices:
       raise ConfigError(f'batch size {size} is not divisible by the {self._n_devices} '
-                       'local devices; pick a batch size that is.')
-    return jax.device_put(batch, self._batch_sharding)
-
-  # -- the jitted math ------------------------------------------------------------
-
-  def _apply(self, params, model_state, model_inputs):
-    return self._model.apply({'params': params, **model_state}, *model_inputs)
-
-  def _train_step_impl(self, state, batch):
-    def loss(params):
-      out = self._apply(params, state['model_state'], batch[:self._n_in])
-      return self._loss_fn(out, *batch[self._n_in:])
-
-    value, grads = jax.value_and_grad(loss)(state['params'])
-    updates, opt_state = self._tx.update(grads, state['opt_state'], state['params'])
-    params = optax.apply_updates(state['params'], updates)
-    new_state = dict(state, params=params, opt_state=opt_state, step=state['step'] + 1)
-    return new_state, value, optax.tree.norm(grads)
-
-  def _eval_step_impl(self, state, batch):
-    out = self._apply(state['params'], state['model_state'], batch[:self._n_in])
-    rest = batch[self._n_in:]
-    return {name: fn(out, *rest) for name, fn in self._metrics.items()}
+                        'local devices; pick a batch size that is.')
 
   # -- training -------------------------------------------------------------------
 
-  def train_epoch(self, n_steps, n_eval_steps=1):
-    """Runs `n_steps` updates, then averages the metrics over `n_eval_steps` batches.
+  def train(self, data, key, carry=None, n_steps=1, n_chunks=1, n_eval_steps=0):
+    """One fused epoch on device-drawn batches.
 
-    Returns a dict with the mean training loss (under `loss_name`, prefixed
-    'train_' if a metric of that name exists), `learning_rate`,
-    `gradients_l2`, `steps_per_second` and the metrics. Raises
-    NonFiniteLossError on a NaN or infinite loss or metric.
+    Args:
+      data: the epoch's data, passed to batch_fn (e.g. rl.slices.SliceData).
+      key: the PRNG key of the batches.
+      carry: the caller's pytree for batch_fn and the hooks.
+      n_steps: gradient steps (a multiple of n_chunks).
+      n_chunks: the steps run in this many chunks; after each, after_chunk
+        runs. The last chunk's metrics are reported.
+      n_eval_steps: 0: the metrics are those of the chunk's training
+        batches (computed with the loss, free); N > 0: they are evaluated
+        after the chunk on N fresh batches.
+
+    Returns:
+      (results, key, carry): the host dict of results (see `_results`) and
+      the advanced key and carry.
+    """
+    start = time.perf_counter()
+    self._state, key, carry, result = self._epoch(
+        self._state, data, key, carry, None, n_chunks=n_chunks,
+        steps_per_chunk=n_steps // n_chunks, n_eval_steps=n_eval_steps)
+    return self._results(result, n_steps, start), key, carry
+
+  def train_epoch(self, n_steps, n_eval_steps=0):
+    """Standalone use: `n_steps` updates on batches of `inputs()`, then the metrics.
+
+    The epoch's batches are read from the host iterator, stacked and moved
+    to the device in one transfer, then trained on in one fused call.
     """
     stream = self._get_stream()
+    train = [next(stream) for _ in range(n_steps)]
+    evals = [next(stream) for _ in range(n_eval_steps)]
+    self._check_batch_size(len(jax.tree_util.tree_leaves(train or evals)[0]))
+
+    def stack(batches, inner):
+      return jax.tree_util.tree_map(
+          lambda *x: np.stack(x).reshape((1, inner) + np.shape(x[0])), *batches)
+    stacked = (stack(train, n_steps) if train else None,
+               stack(evals, n_eval_steps) if evals else None)
     start = time.perf_counter()
-    losses, grad_norms = [], []
-    for _ in range(n_steps):
-      self._state, loss, grad_norm = self._train_step(self._state, self._shard(next(stream)))
-      losses.append(loss)
-      grad_norms.append(grad_norm)
-    results = {}
-    if n_steps:
-      losses = np.asarray(jax.device_get(jnp.stack(losses)))
-      bad = np.nonzero(~np.isfinite(losses))[0]
-      if bad.size:
-        raise NonFiniteLossError(self._loss_name, losses[bad[0]],
-                                 self.step - n_steps + int(bad[0]) + 1)
-      train_key = self._loss_name if self._loss_name not in self._metrics else (
-          'train_' + self._loss_name)
-      results[train_key] = float(losses.mean())
-      results['gradients_l2'] = float(np.mean(jax.device_get(jnp.stack(grad_norms))))
-      results['steps_per_second'] = n_steps / max(time.perf_counter() - start, 1e-9)
-    results['learning_rate'] = float(self._lr_schedule(max(self.step - 1, 0)))
-    if self._metrics and n_eval_steps:
-      sums = None
-      for _ in range(n_eval_steps):
-        values = jax.device_get(self._eval_step(self._state, self._shard(next(stream))))
-        sums = values if sums is None else {k: sums[k] + values[k] for k in sums}
-      for name, total in sums.items():
-        value = float(total) / n_eval_steps
-        if not np.isfinite(value):
-          raise NonFiniteLossError(name, value, self.step)
-        results[name] = value
+    self._state, _, _, result = self._epoch(
+        self._state, None, jax.random.PRNGKey(0), None, stacked, n_chunks=1,
+        steps_per_chunk=n_steps, n_eval_steps=n_eval_steps)
+    results = self._results(result, n_steps, start)
     if self._checkpointer is not None:
       self._checkpointer.save(self.step, {'trainer': self.state_dict()}, {})
     return results
 
+  def _results(self, result, n_steps, start):
+    """The host dict of an epoch: mean loss, learning_rate, gradients_l2, metrics.
+
+    The mean training loss is keyed `loss_name`, or 'train_' + loss_name when
+    a metric of that name exists. Raises NonFiniteLossError on a NaN or
+    infinite loss or metric.
+    """
+    result = jax.device_get(result)
+    seconds = max(time.perf_counter() - start, 1e-9)
+    step = int(result.step)
+    results = {}
+    if n_steps:
+      losses = np.asarray(result.losses)
+      bad = np.nonzero(~np.isfinite(losses))[0]
+      if bad.size:
+        raise NonFiniteLossError(self._loss_name, losses[bad[0]],
+                                 step - n_steps + int(bad[0]) + 1)
+      train_key = self._loss_name if self._loss_name not in result.metrics else (
+          'train_' + self._loss_name)
+      after = float(result.loss_after)
+      if not np.isfinite(after):
+        raise NonFiniteLossError(self._loss_name, after, step)
+      results[train_key] = float(losses.mean())
+      results['gradients_l2'] = float(np.mean(result.gradients_l2))
+      results['steps_per_second'] = n_steps / seconds
+    results['learning_rate'] = float(result.learning_rate)
+    for name, value in result.metrics.items():
+      value = float(value)
+      if not np.isfinite(value):
+        raise NonFiniteLossError(name, value, step)
+      results[name] = value
+    return results
+
   def evaluate(self, batch):
     """The metrics on one given batch (numbers, on the host)."""
-    return {k: float(v) for k, v in
-            jax.device_get(self._eval_step(self._state, self._shard(batch))).items()}
+    _, metrics = self._evaluate(self._state, batch)
+    return {k: float(v) for k, v in jax.device_get(metrics).items()}
 
   def apply(self, model_inputs):
     """The model's output on the given inputs with the current weights."""
-    return self._apply(self._state['params'], self._state['model_state'], model_inputs)
+    return self._apply(self.variables, *model_inputs)
 
   # -- state ----------------------------------------------------------------------
 
@@ -224,7 +395,7 @@ class Trainer:
   @property
   def variables(self):
     """{'params': ..., **model_state}: what `model.apply` takes."""
-    return {'params': self._state['params'], **self._state['model_state']}
+    return variables_of(self._state)
 
   def state_dict(self):
     """A nested dict of arrays holding everything needed to continue exactly."""

@@ -8,6 +8,10 @@ the policy on Q-values of several actions sampled per state.
 Value targets are V_target(s_t) + A_t = the estimator's return, computed with
 the target network (synced before value training, after each value chunk and
 before policy training), so the value net regresses on TD / GAE / MC returns.
+While a chunk holds its value network fixed, every stored step's value and
+advantage are computed once at the chunk's start (`row_advantages`: each step
+looks `added_policy_slice_length` steps ahead) and the chunk's batches gather
+them, instead of recomputing them for every sampled slice.
 """
 import gin
 import jax
@@ -16,7 +20,9 @@ import numpy as np
 
 from rl import advantages as advantages_lib
 from rl import models
+from rl import slices
 from rl.errors import ConfigError
+from rl.trainers import batches
 from rl.trainers import losses
 from rl.trainers import q_values as q_values_lib
 from rl.trainers.base import check_divisible
@@ -42,7 +48,10 @@ class ActorCriticTrainer(PolicyTrainer):
     value_train_steps_per_epoch: value gradient steps per epoch.
     value_evals_per_epoch: the value steps run in this many chunks; the target
       network is re-synced after each chunk.
-    value_eval_steps: batches the value metrics are averaged over.
+    value_eval_steps: 0 (default): the metrics are those of the training
+      batches of the last chunk, computed with the loss; N > 0: they are
+      evaluated after each chunk on N fresh batches (the reference's way,
+      which compiles a second copy of the loss).
     n_shared_layers: the first n top-level layers (normaliser, body, ...) are
       copied policy -> value before value training and back after it.
     added_policy_slice_length: extra steps after each trained position that
@@ -75,12 +84,13 @@ class ActorCriticTrainer(PolicyTrainer):
 
   def __init__(self, task, value_model=None, value_optimizer=None, value_lr_schedule=None,
                value_batch_size=64, value_train_steps_per_epoch=500, value_evals_per_epoch=1,
-               value_eval_steps=1, n_shared_layers=0, added_policy_slice_length=64,
+               value_eval_steps=0, n_shared_layers=0, added_policy_slice_length=64,
                n_replay_epochs=1, scale_value_targets=False, q_value=False,
                q_value_aggregate=None, q_value_aggregate_max=None,
                q_value_temperature=1.0, q_value_n_samples=1, advantage_estimator=None,
                advantage_normalization=True, advantage_normalization_epsilon=1e-5,
                advantage_normalization_factor=1.0, **kwargs):
+    super().__init__(task, **kwargs)
     name = type(self).__name__
     check_on_policy(self, n_replay_epochs, 'AWR or SamplingAWR')
     check_divisible(value_train_steps_per_epoch, value_evals_per_epoch,
@@ -124,29 +134,35 @@ class ActorCriticTrainer(PolicyTrainer):
     self._value_scale = 1.0 / (1.0 - task.gamma) if scale_value_targets else 1.0
     self._estimator = advantage_estimator(gamma=task.gamma, margin=self._margin)
     task.set_n_replay_epochs(n_replay_epochs)
-    super().__init__(task, **kwargs)
-
+    self._value_model_factory = value_model or models.Value
+    self._value_optimizer = value_optimizer
+    self._value_lr_schedule = value_lr_schedule
     self._value_batch_size = value_batch_size
     self._value_train_steps = value_train_steps_per_epoch
     self._value_evals = value_evals_per_epoch
     self._value_eval_steps = value_eval_steps
+
+  def build_networks(self):
+    super().build_networks()
+    task, space = self.task, self.task.action_space
     value_kwargs = {}
     example = (example_observation(task),)
-    if q_value:
+    inputs_fn = None
+    if self._q_value:
       value_kwargs = dict(inject_actions=True, is_discrete=self._n_actions is not None,
                           vocab_size=self._n_actions or 2)
       example += (np.zeros((1, 1) + tuple(space.shape), space.dtype),)
-    self._value_model = (value_model or models.Value)(**value_kwargs)
+      inputs_fn = batches.observation_and_action
+    self._value_model = self._value_model_factory(**value_kwargs)
     self._value_trainer = build_trainer(
-        task, self._value_model, value_optimizer, value_lr_schedule, self._value_loss,
-        self.value_batches_stream, self.value_metrics, 'value_loss', example,
-        n_model_inputs=len(example), seed_offset=1)
+        task, self._value_model, self._value_optimizer, self._value_lr_schedule,
+        self.value_loss, self.value_batch, 'value_loss', example, inputs_fn=inputs_fn,
+        seed_offset=1, prepare_fn=self.prepare_value_data,
+        after_chunk=lambda target, variables: variables)
     self._trainers['value'] = self._value_trainer
-    self._check_shared_layers(name)
-    self._stream_key = jax.random.PRNGKey(task.seed + 2)
+    self._check_shared_layers(type(self).__name__)
+    # The value network the advantages and value targets are computed with.
     self._target = self._value_trainer.variables
-    # Batch preparation runs once per gradient step: one jitted call each.
-    self._advantages_fn = jax.jit(self._advantages_impl, static_argnames=('mode',))
 
   def _check_shared_layers(self, name):
     """n_shared_layers must name layers both networks have, in the same order."""
@@ -162,18 +178,12 @@ class ActorCriticTrainer(PolicyTrainer):
 
   # -- values -------------------------------------------------------------------------
 
-  def _value_loss(self, values, *rest):
-    targets, mask = rest[-2], rest[-1]
-    return losses.value_loss(values[..., 0], targets, mask)
-
-  @property
-  def value_metrics(self):
-    scale = self._value_scale
-
-    def value_mean(values, *rest):
-      return losses.masked_mean(values[..., 0] * scale, rest[-1])
-
-    return {'value_loss': self._value_loss, 'value_mean': value_mean}
+  def value_loss(self, values, batch):
+    """(loss, metrics) of the value network's outputs [B, L, 1] on a ValueBatch."""
+    loss = losses.value_loss(values[..., 0], batch.target, batch.mask)
+    return loss, {'value_loss': loss,
+                  'value_mean': losses.masked_mean(values[..., 0] * self._value_scale,
+                                                   batch.mask)}
 
   def _sample_actions(self, dist_inputs, key):
     """n actions per state [B, n, L] and their log-probs under the stored policy."""
@@ -189,7 +199,7 @@ class ActorCriticTrainer(PolicyTrainer):
                                                dist_inputs.shape[1:]), actions)
     return actions, log_probs
 
-  def _state_values_impl(self, variables, obs, dist_inputs, key, mode):
+  def _state_values(self, variables, obs, dist_inputs, key, mode):
     """V(s) [B, L] from the target network, aggregating Q over actions if q_value."""
     if not self._q_value:
       return self._value_model.apply(variables, obs)[..., 0] * self._value_scale
@@ -197,81 +207,78 @@ class ActorCriticTrainer(PolicyTrainer):
     q = self._value_model.apply(variables, obs, actions)[..., 0] * self._value_scale
     return q_values_lib.aggregate(q, log_probs, mode, self._q_temperature, self._sample_all)
 
-  def _advantages_impl(self, variables, batch, key, mode):
-    """State values [B, L] and advantages [B, L - margin] of a batch, in one jitted call."""
-    key, sample_key = jax.random.split(key)
-    values = self._state_values_impl(variables, batch.observation, batch.dist_inputs,
-                                     sample_key, mode)
-    adv = self._estimator(batch.reward, batch.return_, values, batch.done, batch.mask)
-    return values, adv, key
+  def row_advantages(self, data, key, target, mode):
+    """Every stored step's state value and advantage under `target`, [capacity] each.
 
-  def _slices(self, batch_size, epochs=None):
-    """Batches of slices of max_slice_length trained steps plus the margin."""
-    return self.task.trajectory_batch_stream(
-        batch_size, epochs=epochs, max_slice_length=self._max_slice_length + self._margin,
-        margin=self._margin)
-
-  def _advantages(self, batch, mode):
-    values, adv, self._stream_key = self._advantages_fn(self._target, batch,
-                                                        self._stream_key, mode=mode)
+    Computed once per chunk, while the value network they come from is held
+    fixed: values for all rows in one pass, then the estimator on each row's
+    window of `added_policy_slice_length` following rows (its margin).
+    """
+    rows = data.rows
+    values = self._state_values(target, rows['observation'][:, None],
+                                rows['dist_inputs'][:, None], key, mode)[:, 0]
+    window = slices.windows(data, {'reward': rows['reward'], 'return_': rows['return_'],
+                                   'value': values, 'done': rows['done'],
+                                   'mask': rows['mask']}, self._margin + 1)
+    adv = self._estimator(window['reward'], window['return_'], window['value'],
+                          window['done'], window['mask'])[:, 0]
     return values, adv
 
-  def value_batches_stream(self):
-    length = self._max_slice_length
-    for batch in self._slices(self._value_batch_size):
-      values, adv = self._advantages(batch, self._q_aggregate)
-      targets = (values[:, :length] + adv) / self._value_scale
-      inputs = (batch.observation[:, :length],)
-      if self._q_value:
-        inputs += (batch.action[:, :length],)
-      yield inputs + (targets, batch.mask[:, :length])
+  def prepare_value_data(self, data, key, target):
+    """`data` with each row's value target V_target + A (the estimator's return)."""
+    values, adv = self.row_advantages(data, key, target, self._q_aggregate)
+    rows = dict(data.rows, value_target=(values + adv) / self._value_scale)
+    return data.replace(rows=rows)
 
-  def _sync_target(self):
-    self._target = self._value_trainer.variables
+  def value_batch(self, data, key, target, variables):
+    """A ValueBatch of max_slice_length steps per slice (data from prepare_value_data)."""
+    del target, variables
+    fields = slices.sample(data, key, self._value_batch_size, self._max_slice_length)
+    return batches.ValueBatch(fields['observation'], fields['action'],
+                              fields['value_target'], fields['mask'])
 
   # -- policy -------------------------------------------------------------------------
 
-  def _policy_epochs(self):
-    return [-1] if self.on_policy else None
+  def policy_data(self):
+    return self.task.slice_data([-1] if self.on_policy else None)
 
-  def policy_batches_stream(self):
-    length = self._max_slice_length
-    for batch in self._slices(self._policy_batch_size, self._policy_epochs()):
-      _, adv = self._advantages(batch, 'mean')
-      yield (batch.observation[:, :length], batch.action[:, :length], adv,
-             batch.dist_inputs[:, :length], batch.mask[:, :length])
+  def policy_carry(self):
+    return self._target
 
-  def _policy_terms(self, dist_inputs, actions, advantages, old_dist_inputs, mask):
-    """log pi_new(a), log pi_old(a), the (normalised) advantages, the entropy."""
-    dist = self._policy_dist
+  def prepare_policy_data(self, data, key, target):
+    """`data` with each row's advantage under the (just trained) value network."""
+    _, adv = self.row_advantages(data, key, target, 'mean')
+    return data.replace(rows=dict(data.rows, advantage=adv))
+
+  def policy_batch(self, data, key, target, variables):
+    """A PolicyBatch of max_slice_length steps per slice (data from prepare_policy_data)."""
+    del target, variables
+    fields = slices.sample(data, key, self._policy_batch_size, self._max_slice_length)
+    return batches.PolicyBatch(fields['observation'], fields['action'], fields['advantage'],
+                               fields['dist_inputs'], fields['mask'])
+
+  def policy_loss(self, dist_inputs, batch):
+    dist, mask = self._policy_dist, batch.mask
+    advantages = batch.advantage
     if self._adv_normalization:
       advantages = losses.normalize_advantages(advantages, mask, self._adv_epsilon,
                                                self._adv_factor)
-    return (dist.log_prob(dist_inputs, actions), dist.log_prob(old_dist_inputs, actions),
-            advantages, dist.entropy(dist_inputs))
-
-  def policy_loss(self, dist_inputs, actions, advantages, old_dist_inputs, mask):
-    terms = self._policy_terms(dist_inputs, actions, advantages, old_dist_inputs, mask)
-    return self.policy_loss_given(*terms, mask)
+    log_probs = dist.log_prob(dist_inputs, batch.action)
+    old_log_probs = dist.log_prob(batch.dist_inputs, batch.action)
+    entropy = dist.entropy(dist_inputs)
+    loss, metrics = self.policy_loss_given(log_probs, old_log_probs, advantages, entropy, mask)
+    mean = losses.masked_mean(batch.advantage, mask)
+    return loss, {
+        'policy_loss': loss,
+        'advantage_mean': mean,
+        'advantage_std': jnp.sqrt(losses.masked_mean((batch.advantage - mean) ** 2, mask)),
+        'policy_entropy': losses.masked_mean(entropy, mask),
+        **metrics,
+    }
 
   def policy_loss_given(self, log_probs, old_log_probs, advantages, entropy, mask):
-    """The algorithm's loss; subclasses implement it with rl.trainers.losses."""
+    """The algorithm's (loss, extra metrics); subclasses implement it with rl.trainers.losses."""
     raise NotImplementedError
-
-  @property
-  def policy_metrics(self):
-    def advantage_mean(dist_inputs, actions, advantages, old, mask):
-      return losses.masked_mean(advantages, mask)
-
-    def advantage_std(dist_inputs, actions, advantages, old, mask):
-      mean = losses.masked_mean(advantages, mask)
-      return jnp.sqrt(losses.masked_mean((advantages - mean) ** 2, mask))
-
-    def entropy(dist_inputs, actions, advantages, old, mask):
-      return losses.masked_mean(self._policy_dist.entropy(dist_inputs), mask)
-
-    return {'policy_loss': self.policy_loss, 'advantage_mean': advantage_mean,
-            'advantage_std': advantage_std, 'policy_entropy': entropy}
 
   # -- the epoch ----------------------------------------------------------------------
 
@@ -289,24 +296,20 @@ class ActorCriticTrainer(PolicyTrainer):
     self.use_acting_statistics(self._value_trainer)
     if self._n_shared_layers:
       self._copy_shared(self._policy_trainer, self._value_trainer)
-    self._sync_target()
-    value_metrics = {}
-    for _ in range(self._value_evals):
-      value_metrics = self._value_trainer.train_epoch(
-          self._value_train_steps // self._value_evals, self._value_eval_steps)
-      self._sync_target()
+    # The targets come from the value net as it was when its chunk started;
+    # it is synced after each of the value_evals_per_epoch chunks, so the
+    # policy's advantages use the trained value net.
+    value_metrics, self._target = self.train_network(
+        'value', self.task.slice_data(), self._value_train_steps, self._value_evals,
+        self._value_eval_steps, self._value_trainer.variables)
     if self._n_shared_layers:
       self._copy_shared(self._value_trainer, self._policy_trainer)
     policy_metrics = self._train_policy()
     return {**policy_metrics, **prefix_trainer_metrics(value_metrics, 'value_')}
 
-  def _extra_arrays(self):
-    return {'stream_key': self._stream_key}
-
   def _load_extra_arrays(self, arrays):
-    if 'stream_key' in arrays:
-      self._stream_key = jnp.asarray(arrays['stream_key'])
-    self._sync_target()
+    del arrays
+    self._target = self._value_trainer.variables
 
 
 @gin.configurable(denylist=['task', 'output_dir'])
@@ -321,12 +324,12 @@ class A2C(ActorCriticTrainer):
   on_policy = True
 
   def __init__(self, task, entropy_coeff=0.01, **kwargs):
-    self._entropy_coeff = entropy_coeff
     super().__init__(task, **kwargs)
+    self._entropy_coeff = entropy_coeff
 
   def policy_loss_given(self, log_probs, old_log_probs, advantages, entropy, mask):
     del old_log_probs
-    return losses.a2c_loss(log_probs, advantages, entropy, mask, self._entropy_coeff)
+    return losses.a2c_loss(log_probs, advantages, entropy, mask, self._entropy_coeff), {}
 
 
 @gin.configurable(denylist=['task', 'output_dir'])
@@ -342,42 +345,14 @@ class PPO(ActorCriticTrainer):
   on_policy = True
 
   def __init__(self, task, epsilon=0.2, entropy_coeff=0.01, **kwargs):
+    super().__init__(task, **kwargs)
     self._epsilon = epsilon
     self._entropy_coeff = entropy_coeff
-    super().__init__(task, **kwargs)
 
   def policy_loss_given(self, log_probs, old_log_probs, advantages, entropy, mask):
-    return losses.ppo_loss(log_probs, old_log_probs, advantages, entropy, mask,
+    loss = losses.ppo_loss(log_probs, old_log_probs, advantages, entropy, mask,
                            self._epsilon, self._entropy_coeff)
-
-  @property
-  def policy_metrics(self):
-    metrics = dict(super().policy_metrics)
-    for name in ('probs_ratio_mean', 'clip_fraction', 'approximate_kl_divergence'):
-      def metric(dist_inputs, actions, advantages, old, mask, name=name):
-        log_probs, old_log_probs, _, _ = self._policy_terms(
-            dist_inputs, actions, advantages, old, mask)
-        return losses.ppo_diagnostics(log_probs, old_log_probs, mask, self._epsilon)[name]
-      metrics[name] = metric
-    return metrics
-
-
-def _awr_metrics(weights_fn):
-  """awr_weight_{mean,std,min,max} over real steps, from fn(*batch) -> (weights, mask)."""
-  def stat(kind):
-    def metric(*batch):
-      weights, mask = weights_fn(*batch)
-      real = mask > 0
-      if kind == 'mean':
-        return losses.masked_mean(weights, mask)
-      if kind == 'std':
-        mean = losses.masked_mean(weights, mask)
-        return jnp.sqrt(losses.masked_mean((weights - mean) ** 2, mask))
-      if kind == 'min':
-        return jnp.min(jnp.where(real, weights, jnp.inf))
-      return jnp.max(jnp.where(real, weights, -jnp.inf))
-    return metric
-  return {f'awr_weight_{k}': stat(k) for k in ('mean', 'std', 'min', 'max')}
+    return loss, losses.ppo_diagnostics(log_probs, old_log_probs, mask, self._epsilon)
 
 
 @gin.configurable(denylist=['task', 'output_dir'])
@@ -393,22 +368,15 @@ class AWR(ActorCriticTrainer):
   """
 
   def __init__(self, task, beta=1.0, w_max=20.0, thresholds=None, **kwargs):
+    super().__init__(task, **kwargs)
     self._beta = beta
     self._w_max = w_max
     self._thresholds = tuple(tuple(t) for t in thresholds) if thresholds else None
-    super().__init__(task, **kwargs)
 
   def policy_loss_given(self, log_probs, old_log_probs, advantages, entropy, mask):
     del old_log_probs, entropy
     weights = losses.awr_weights(advantages, mask, self._beta, self._w_max, self._thresholds)
-    return losses.awr_loss(log_probs, weights, mask)
-
-  @property
-  def policy_metrics(self):
-    def weights(dist_inputs, actions, advantages, old, mask):
-      _, _, adv, _ = self._policy_terms(dist_inputs, actions, advantages, old, mask)
-      return losses.awr_weights(adv, mask, self._beta, self._w_max, self._thresholds), mask
-    return {**super().policy_metrics, **_awr_metrics(weights)}
+    return losses.awr_loss(log_probs, weights, mask), losses.awr_weight_stats(weights, mask)
 
 
 @gin.configurable(denylist=['task', 'output_dir'])
@@ -425,72 +393,55 @@ class SamplingAWR(ActorCriticTrainer):
       so one sample (ActorCriticTrainer's default) makes every advantage 0
       and the policy only imitates itself; the default 8 estimates the mean
       for discrete and continuous actions alike.
-    **kwargs: ActorCriticTrainer's arguments (q_value_aggregate, ...).
+    **kwargs: ActorCriticTrainer's arguments.
   """
 
   def __init__(self, task, beta=1.0, w_max=20.0, thresholds=None, reweight=False,
                q_value_n_samples=8, **kwargs):
+    kwargs['q_value'] = True
+    super().__init__(task, q_value_n_samples=q_value_n_samples, **kwargs)
     self._beta = beta
     self._w_max = w_max
     self._thresholds = tuple(tuple(t) for t in thresholds) if thresholds else None
     self._reweight = reweight
-    kwargs['q_value'] = True
-    super().__init__(task, q_value_n_samples=q_value_n_samples, **kwargs)
-    self._sampled_q_fn = jax.jit(self._sampled_q_impl)
 
-  def _sampled_q_impl(self, variables, obs, dist_inputs, key):
-    key, sample_key = jax.random.split(key)
-    actions, log_probs = self._sample_actions(dist_inputs, sample_key)
-    q = self._value_model.apply(variables, obs, actions)[..., 0] * self._value_scale
-    return actions, q, log_probs, key
+  def prepare_policy_data(self, data, key, target):
+    # The policy weighs sampled actions by their Q; no per-row advantages.
+    del key, target
+    return data
 
-  def policy_batches_stream(self):
-    length = self._max_slice_length
-    for batch in self.task.trajectory_batch_stream(
-        self._policy_batch_size, max_slice_length=length):
-      actions, q, log_probs, self._stream_key = self._sampled_q_fn(
-          self._target, batch.observation, batch.dist_inputs, self._stream_key)
-      mask = jnp.broadcast_to(batch.mask[:, None], q.shape)
-      yield batch.observation, actions, q, log_probs, mask
+  def policy_batch(self, data, key, target, variables):
+    """A SampledQBatch: n actions per state from the stored policy, scored by Q_target."""
+    del variables
+    slice_key, sample_key = jax.random.split(key)
+    fields = slices.sample(data, slice_key, self._policy_batch_size, self._max_slice_length)
+    actions, log_probs = self._sample_actions(fields['dist_inputs'], sample_key)
+    q = self._value_model.apply(target, fields['observation'], actions)[..., 0]
+    q = q * self._value_scale
+    mask = jnp.broadcast_to(fields['mask'][:, None], q.shape)
+    return batches.SampledQBatch(fields['observation'], actions, q, log_probs, mask)
 
-  def _weights(self, dist_inputs, actions, q, old_log_probs, mask):
-    """Per-sample log pi_new, AWR weights and the effective mask, all [B, n, L]."""
-    dist = self._policy_dist
+  def policy_loss(self, dist_inputs, batch):
+    dist, q, mask = self._policy_dist, batch.q_value, batch.mask
     tiled = jnp.broadcast_to(dist_inputs[:, None], q.shape + dist_inputs.shape[2:])
-    log_probs = dist.log_prob(tiled, actions)
-    values = q_values_lib.aggregate(q, old_log_probs, 'mean', sample_all=self._sample_all)
-    adv = q - values[:, None]
+    log_probs = dist.log_prob(tiled, batch.action)
+    values = q_values_lib.aggregate(q, batch.log_prob, 'mean', sample_all=self._sample_all)
+    raw = q - values[:, None]
+    adv = raw
     if self._adv_normalization:
       adv = losses.normalize_advantages(adv, mask, self._adv_epsilon, self._adv_factor)
     weights = losses.awr_weights(adv, mask, self._beta, self._w_max, self._thresholds)
+    weighted = mask
     if self._reweight:
-      mask = mask * jnp.exp(jax.lax.stop_gradient(log_probs) - old_log_probs)
+      weighted = weighted * jnp.exp(jax.lax.stop_gradient(log_probs) - batch.log_prob)
     if self._sample_all:
       # Enumerated actions are weighted by how likely the behaviour policy was to take them.
-      mask = mask * jnp.exp(old_log_probs)
-    return log_probs, weights, mask
-
-  def policy_loss(self, dist_inputs, actions, q, old_log_probs, mask):
-    log_probs, weights, mask = self._weights(dist_inputs, actions, q, old_log_probs, mask)
-    return losses.awr_loss(log_probs, weights, mask)
-
-  @property
-  def policy_metrics(self):
-    def advantage(q, old_log_probs):
-      return q - q_values_lib.aggregate(q, old_log_probs, 'mean',
-                                        sample_all=self._sample_all)[:, None]
-
-    def advantage_mean(dist_inputs, actions, q, old, mask):
-      return losses.masked_mean(advantage(q, old), mask)
-
-    def advantage_std(dist_inputs, actions, q, old, mask):
-      adv = advantage(q, old)
-      mean = losses.masked_mean(adv, mask)
-      return jnp.sqrt(losses.masked_mean((adv - mean) ** 2, mask))
-
-    def weights(*batch):
-      _, w, mask = self._weights(*batch)
-      return w, batch[-1]
-
-    return {'policy_loss': self.policy_loss, 'advantage_mean': advantage_mean,
-            'advantage_std': advantage_std, **_awr_metrics(weights)}
+      weighted = weighted * jnp.exp(batch.log_prob)
+    loss = losses.awr_loss(log_probs, weights, weighted)
+    mean = losses.masked_mean(raw, mask)
+    return loss, {
+        'policy_loss': loss,
+        'advantage_mean': mean,
+        'advantage_std': jnp.sqrt(losses.masked_mean((raw - mean) ** 2, mask)),
+        **losses.awr_weight_stats(weights, mask),
+    }

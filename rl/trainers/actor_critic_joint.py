@@ -15,7 +15,9 @@ import jax.numpy as jnp
 
 from rl import advantages as advantages_lib
 from rl import models
+from rl import slices
 from rl.trainers import losses
+from rl.task import Batch
 from rl.trainers.base import RLTrainer
 from rl.trainers.base import check_divisible
 from rl.trainers.base import check_estimator_margin
@@ -39,7 +41,10 @@ class ActorCriticJointTrainer(RLTrainer):
     train_steps_per_epoch: gradient steps per epoch.
     supervised_evals_per_epoch: the steps run in this many chunks, with
       metrics after each (only affects reporting).
-    supervised_eval_steps: batches the metrics are averaged over.
+    supervised_eval_steps: 0 (default): the metrics are those of the training
+      batches of the last chunk, computed with the loss; N > 0: they are
+      evaluated after each chunk on N fresh batches (the reference's way,
+      which compiles a second copy of the loss).
     n_trajectories_per_epoch: complete trajectories collected per epoch (or
       give n_interactions_per_epoch).
     max_slice_length: trained steps per slice.
@@ -59,10 +64,12 @@ class ActorCriticJointTrainer(RLTrainer):
 
   def __init__(self, task, joint_model=None, optimizer=None, lr_schedule=None, batch_size=64,
                train_steps_per_epoch=500, supervised_evals_per_epoch=1,
-               supervised_eval_steps=1, n_trajectories_per_epoch=None, max_slice_length=1,
+               supervised_eval_steps=0, n_trajectories_per_epoch=None, max_slice_length=1,
                normalize_advantages=True, n_replay_epochs=1, value_loss_coeff=0.1,
                advantage_estimator=None, added_policy_slice_length=0,
                scale_value_targets=False, output_dir=None, **kwargs):
+    super().__init__(task, n_trajectories_per_epoch=n_trajectories_per_epoch,
+                     output_dir=output_dir, **kwargs)
     check_on_policy(self, n_replay_epochs, 'AWRJoint')
     check_divisible(train_steps_per_epoch, supervised_evals_per_epoch,
                     'train_steps_per_epoch', 'supervised_evals_per_epoch')
@@ -71,9 +78,10 @@ class ActorCriticJointTrainer(RLTrainer):
     if advantage_estimator is advantages_lib.monte_carlo:
       check_whole_episodes(self, task, dict(kwargs, n_trajectories_per_epoch=n_trajectories_per_epoch),
                            'use a bootstrapping estimator (@gae with added_policy_slice_length >= 1)')
-    super().__init__(task, n_trajectories_per_epoch=n_trajectories_per_epoch,
-                     output_dir=output_dir, **kwargs)
     task.set_n_replay_epochs(n_replay_epochs)
+    self._joint_model_factory = joint_model or models.PolicyAndValue
+    self._optimizer = optimizer
+    self._lr_schedule = lr_schedule
     self._batch_size = batch_size
     self._train_steps = train_steps_per_epoch
     self._evals = supervised_evals_per_epoch
@@ -85,36 +93,36 @@ class ActorCriticJointTrainer(RLTrainer):
     self._value_scale = 1.0 / (1.0 - task.gamma) if scale_value_targets else 1.0
     self._estimator = advantage_estimator(gamma=task.gamma, margin=self._margin)
     self._dist = policy_distribution(task, type(self).__name__)
-    model = (joint_model or models.PolicyAndValue)(policy_distribution=self._dist)
-    self._trainer = build_trainer(task, model, optimizer, lr_schedule, self.joint_loss,
-                                  self.batches_stream, self.metrics, 'joint_loss',
-                                  (example_observation(task),))
+
+  def build_networks(self):
+    model = self._joint_model_factory(policy_distribution=self._dist)
+    self._trainer = build_trainer(self.task, model, self._optimizer, self._lr_schedule,
+                                  self.joint_loss, self.joint_batch, 'joint_loss',
+                                  (example_observation(self.task),))
     self._trainers['joint'] = self._trainer
-    self.init_collect_model_state(self._trainer.model_state)
-    self._set_acting_model(model, self._dist, lambda: self._trainer.variables,
-                           output_fn=lambda out: out[0])
+    self.set_acting_model(self._trainer, self._dist, output_fn=lambda out: out[0])
 
-  # -- batches and the shared terms ---------------------------------------------------
+  # -- batches and the loss -----------------------------------------------------------
 
-  def batches_stream(self):
-    """(obs, actions, rewards, returns, dones, old dist_inputs, mask), [B, L + margin]."""
-    for batch in self.task.trajectory_batch_stream(
-        self._batch_size, epochs=[-1] if self.on_policy else None,
-        max_slice_length=self._max_slice_length + self._margin, margin=self._margin):
-      yield (batch.observation, batch.action, batch.reward, batch.return_, batch.done,
-             batch.dist_inputs, batch.mask)
+  def joint_batch(self, data, key, carry, variables):
+    """Slices of max_slice_length trained steps plus the margin: a task Batch [B, L + margin]."""
+    del carry, variables
+    fields = slices.sample(data, key, self._batch_size, self._max_slice_length + self._margin,
+                           margin=self._margin)
+    return Batch(**fields)
 
-  def _terms(self, outputs, actions, rewards, returns, dones, old_dist_inputs, mask):
-    """Everything the losses and metrics need, on the trained positions [B, L]."""
+  def _terms(self, outputs, batch):
+    """Everything the loss and its metrics need, on the trained positions [B, L]."""
     dist_inputs, values = outputs
     values = values[..., 0] * self._value_scale
     length = self._max_slice_length
-    adv = self._estimator(rewards, returns, jax.lax.stop_gradient(values), dones, mask)
-    real = mask[:, :length]
+    adv = self._estimator(batch.reward, batch.return_, jax.lax.stop_gradient(values),
+                          batch.done, batch.mask)
+    real = batch.mask[:, :length]
     values = values[:, :length]
     targets = jax.lax.stop_gradient(values) + adv
     dist_inputs = dist_inputs[:, :length]
-    actions = actions[:, :length]
+    actions = batch.action[:, :length]
     return {
         'mask': real,
         'advantages': adv,
@@ -122,64 +130,43 @@ class ActorCriticJointTrainer(RLTrainer):
         'values': values,
         'targets': targets,
         'log_probs': self._dist.log_prob(dist_inputs, actions),
-        'old_log_probs': self._dist.log_prob(old_dist_inputs[:, :length], actions),
+        'old_log_probs': self._dist.log_prob(batch.dist_inputs[:, :length], actions),
         'entropy': self._dist.entropy(dist_inputs),
         'dist_inputs': dist_inputs,
     }
 
-  def _value_loss(self, t):
-    scale = self._value_scale
-    return self._value_loss_coeff * losses.value_loss(t['values'] / scale,
-                                                      t['targets'] / scale, t['mask'])
-
   def policy_loss_given(self, t):
-    """The algorithm's policy part of the joint loss."""
+    """The algorithm's policy part of the joint loss and its extra metrics."""
     raise NotImplementedError
 
-  def joint_loss(self, outputs, *batch):
-    t = self._terms(outputs, *batch)
-    return self.policy_loss_given(t) + self._value_loss(t)
-
-  def extra_metrics(self, t):
-    """Subclass hook: algorithm-specific metrics of the terms."""
-    del t
-    return {}
-
-  @property
-  def metrics(self):
-    def all_metrics(outputs, *batch):
-      t = self._terms(outputs, *batch)
-      mask = t['mask']
-      greedy = self._dist.mode(t['dist_inputs']).astype(jnp.float32)
-      greedy = greedy.reshape(greedy.shape[:2] + (-1,)).mean(-1)
-      return {
-          'joint_loss': self.policy_loss_given(t) + self._value_loss(t),
-          'advantage_mean': losses.masked_mean(t['advantages'], mask),
-          'advantage_norm': losses.advantage_norm(t['advantages'], mask),
-          'value_loss': self._value_loss(t),
-          'explained_variance': losses.explained_variance(t['targets'], t['values'], mask),
-          'log_probs_mean': losses.masked_mean(t['log_probs'], mask),
-          'preferred_move': losses.masked_mean(greedy, mask),
-          **self.extra_metrics(t),
-      }
-    return _split_metrics(all_metrics, self.metric_names)
-
-  @property
-  def metric_names(self):
-    return ('joint_loss', 'advantage_mean', 'advantage_norm', 'value_loss',
-            'explained_variance', 'log_probs_mean', 'preferred_move')
+  def joint_loss(self, outputs, batch):
+    """(loss, metrics) of the joint network's (dist_inputs, values) on a Batch."""
+    t = self._terms(outputs, batch)
+    mask = t['mask']
+    scale = self._value_scale
+    value_loss = self._value_loss_coeff * losses.value_loss(
+        t['values'] / scale, t['targets'] / scale, mask)
+    policy_loss, extra = self.policy_loss_given(t)
+    loss = policy_loss + value_loss
+    greedy = self._dist.mode(t['dist_inputs']).astype(jnp.float32)
+    greedy = greedy.reshape(greedy.shape[:2] + (-1,)).mean(-1)
+    return loss, {
+        'joint_loss': loss,
+        'advantage_mean': losses.masked_mean(t['advantages'], mask),
+        'advantage_norm': losses.advantage_norm(t['advantages'], mask),
+        'value_loss': value_loss,
+        'explained_variance': losses.explained_variance(t['targets'], t['values'], mask),
+        'log_probs_mean': losses.masked_mean(t['log_probs'], mask),
+        'preferred_move': losses.masked_mean(greedy, mask),
+        **extra,
+    }
 
   def train_epoch(self):
     self.use_acting_statistics(self._trainer)
-    metrics = {}
-    for _ in range(self._evals):
-      metrics = self._trainer.train_epoch(self._train_steps // self._evals, self._eval_steps)
+    data = self.task.slice_data([-1] if self.on_policy else None)
+    metrics, _ = self.train_network('joint', data, self._train_steps, self._evals,
+                                    self._eval_steps)
     return metrics
-
-
-def _split_metrics(all_metrics, names):
-  """{name: fn} views of one function returning every metric (XLA shares the work)."""
-  return {name: (lambda *args, name=name: all_metrics(*args)[name]) for name in names}
 
 
 @gin.configurable(denylist=['task', 'output_dir'])
@@ -196,23 +183,16 @@ class PPOJoint(ActorCriticJointTrainer):
   on_policy = True
 
   def __init__(self, task, epsilon=0.2, value_loss_coeff=0.1, entropy_coeff=0.01, **kwargs):
+    super().__init__(task, value_loss_coeff=value_loss_coeff, **kwargs)
     self._epsilon = epsilon
     self._entropy_coeff = entropy_coeff
-    super().__init__(task, value_loss_coeff=value_loss_coeff, **kwargs)
 
   def policy_loss_given(self, t):
-    return losses.ppo_loss(t['log_probs'], t['old_log_probs'], t['normalized'], t['entropy'],
+    loss = losses.ppo_loss(t['log_probs'], t['old_log_probs'], t['normalized'], t['entropy'],
                            t['mask'], self._epsilon, self._entropy_coeff)
-
-  def extra_metrics(self, t):
-    return {'entropy_loss': self._entropy_coeff * losses.masked_mean(t['entropy'], t['mask']),
-            **losses.ppo_diagnostics(t['log_probs'], t['old_log_probs'], t['mask'],
-                                     self._epsilon)}
-
-  @property
-  def metric_names(self):
-    return super().metric_names + ('entropy_loss', 'probs_ratio_mean', 'clip_fraction',
-                                   'approximate_kl_divergence')
+    return loss, {
+        'entropy_loss': self._entropy_coeff * losses.masked_mean(t['entropy'], t['mask']),
+        **losses.ppo_diagnostics(t['log_probs'], t['old_log_probs'], t['mask'], self._epsilon)}
 
 
 @gin.configurable(denylist=['task', 'output_dir'])
@@ -228,19 +208,14 @@ class A2CJoint(ActorCriticJointTrainer):
   on_policy = True
 
   def __init__(self, task, value_loss_coeff=0.1, entropy_coeff=0.01, **kwargs):
-    self._entropy_coeff = entropy_coeff
     super().__init__(task, value_loss_coeff=value_loss_coeff, **kwargs)
+    self._entropy_coeff = entropy_coeff
 
   def policy_loss_given(self, t):
-    return losses.a2c_loss(t['log_probs'], t['normalized'], t['entropy'], t['mask'],
+    loss = losses.a2c_loss(t['log_probs'], t['normalized'], t['entropy'], t['mask'],
                            self._entropy_coeff)
-
-  def extra_metrics(self, t):
-    return {'entropy_loss': self._entropy_coeff * losses.masked_mean(t['entropy'], t['mask'])}
-
-  @property
-  def metric_names(self):
-    return super().metric_names + ('entropy_loss',)
+    return loss, {
+        'entropy_loss': self._entropy_coeff * losses.masked_mean(t['entropy'], t['mask'])}
 
 
 @gin.configurable(denylist=['task', 'output_dir'])
@@ -257,12 +232,12 @@ class AWRJoint(ActorCriticJointTrainer):
 
   def __init__(self, task, value_loss_coeff=0.1, beta=1.0, w_max=20.0, thresholds=None,
                **kwargs):
+    super().__init__(task, value_loss_coeff=value_loss_coeff, **kwargs)
     self._beta = beta
     self._w_max = w_max
     self._thresholds = tuple(tuple(x) for x in thresholds) if thresholds else None
-    super().__init__(task, value_loss_coeff=value_loss_coeff, **kwargs)
 
   def policy_loss_given(self, t):
     weights = losses.awr_weights(t['normalized'], t['mask'], self._beta, self._w_max,
                                  self._thresholds)
-    return losses.awr_loss(t['log_probs'], weights, t['mask'])
+    return losses.awr_loss(t['log_probs'], weights, t['mask']), {}

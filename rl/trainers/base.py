@@ -6,12 +6,15 @@ few epochs checkpoint. Evaluation comes *after* training — a departure from th
 reference, whose eval saw the policy before the epoch's update — so the last
 logged eval is the policy in the last checkpoint.
 
-Subclasses set up their supervised trainers, then call `_set_acting_model`
-with the model and distribution that act, and implement `train_epoch`.
+Construction is explicit (see RLTrainer): configuration, then networks, then
+compiled functions. Acting is a pure function of (params, ActingState, obs);
+training draws every batch on the device inside one compiled call per network
+and epoch (rl.supervised.trainer.fused_epoch).
 """
 import functools
 import time
 import warnings
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -92,8 +95,84 @@ def check_divisible(steps, evals, steps_name, evals_name):
                       f'{evals_name} ({evals}); change one of them.')
 
 
-class RLTrainer:
+class ActingState(NamedTuple):
+  """What acting carries from one env step to the next."""
+  key: jax.Array  # the sampling key
+  model_state: dict  # the acting model's normaliser statistics ({} without one)
+
+
+def act(apply_fn, dist, output_fn, params, acting_state, obs, sample_args, temperature,
+        update):
+  """One batched action: (actions, dist_inputs, acting_state); pure.
+
+  Args:
+    apply_fn, dist, output_fn: the acting model's apply, its distribution and
+      model output -> dist_inputs [B, L, k] (bound before jitting).
+    params: the acting parameters.
+    acting_state: an ActingState.
+    obs: [B, ...] observations.
+    sample_args: extra traced arguments of `dist.sample` (e.g. epsilon).
+    temperature: sampling temperature (0: greedy).
+    update: fold `obs` into the normaliser statistics (training collection).
+  """
+  model_state = acting_state.model_state
+  variables = {'params': params, **model_state}
+  if update and model_state:
+    out, model_state = apply_fn(variables, obs[:, None], update_normalizer=True,
+                                mutable=list(model_state))
+    model_state = dict(model_state)
+  else:
+    out = apply_fn(variables, obs[:, None])
+  dist_inputs = output_fn(out)[:, -1]
+  key, sample_key = jax.random.split(acting_state.key)
+  actions = dist.sample(dist_inputs, sample_key, temperature, *sample_args)
+  return actions, dist_inputs, ActingState(key, model_state)
+
+
+class HostPolicy:
+  """Adapts a pure acting function to the task's host loop: obs -> (actions, dist_inputs).
+
+  The env loop steps on the host, one batched call per step; this object
+  threads the acting state through those calls, and `state` is read back
+  once the loop is over.
+  """
+
+  def __init__(self, act_fn, params, state, sample_args):
+    self._act = act_fn
+    self._params = params
+    self._sample_args = sample_args
+    self.state = state
+
+  def __call__(self, obs):
+    actions, dist_inputs, self.state = self._act(self._params, self.state, obs,
+                                                 self._sample_args)
+    return np.asarray(actions), np.asarray(dist_inputs)
+
+
+class _BuiltAfterConfiguration(type):
+  """Builds a trainer once every constructor in its class chain has run.
+
+  Construction has three explicit phases: every `__init__` only checks and
+  stores its configuration (in any order relative to `super().__init__`),
+  then `build_networks()` makes the networks and their supervised trainers,
+  then `build_functions()` compiles what reads both. No constructor can see
+  a half-configured trainer.
+  """
+
+  def __call__(cls, *args, **kwargs):
+    trainer = super().__call__(*args, **kwargs)
+    trainer.build_networks()
+    trainer.build_functions()
+    return trainer
+
+
+class RLTrainer(metaclass=_BuiltAfterConfiguration):
   """Collects with the task, trains, evaluates, logs and checkpoints, epoch by epoch.
+
+  Subclasses store their configuration in `__init__`, make their networks in
+  `build_networks` (ending with `set_acting_model`), and train in
+  `train_epoch`, drawing the epoch's batches on the device with the
+  trainer's key (`train_key`).
 
   Class attribute `summary_dirs` ({subfolder: metric key prefix}) routes a
   sub-network's TensorBoard scalars into their own folder of the run.
@@ -152,42 +231,47 @@ class RLTrainer:
     self.epoch = 0
     self.history = []
     self._trainers = {}  # name -> supervised.Trainer, checkpointed together
-    self._collect_key = jax.random.PRNGKey(task.seed)
-    self._collect_model_state = {}
-    self._act = None
+    seed_key = jax.random.PRNGKey(task.seed)
+    self._acting = ActingState(seed_key, {})
+    # Draws the training batches (and any sampling inside the losses' inputs).
+    self.train_key = jax.random.fold_in(seed_key, 2)
+
+  # -- construction -----------------------------------------------------------------
+
+  def build_networks(self):
+    """Makes the networks and their supervised trainers; ends with set_acting_model."""
+    raise NotImplementedError(f'{type(self).__name__} is a base class, not a trainer')
+
+  def build_functions(self):
+    """Compiles the functions that need the networks (after build_networks)."""
 
   # -- acting -----------------------------------------------------------------------
 
-  def _set_acting_model(self, model, dist, variables_fn, output_fn=lambda out: out):
-    """Declares how the trainer acts.
+  def set_acting_model(self, trainer, dist, output_fn=lambda out: out):
+    """Declares how the trainer acts: with supervised `trainer`'s network and `dist`.
 
     Args:
-      model: the linen Module that acts.
-      dist: its action distribution.
-      variables_fn: () -> {'params': ...} current acting parameters.
+      trainer: the supervised Trainer whose network acts; its initial model
+        state starts the acting normaliser statistics.
+      dist: the action distribution.
       output_fn: model output -> dist_inputs [B, L, k] (e.g. the policy head
         of a PolicyAndValue).
     """
     self._act_dist = dist
-    self._act_variables_fn = variables_fn
+    self._acting_trainer = trainer
     self.task.set_dist_inputs_size(dist.n_inputs)
-
-    def act(params, model_state, obs, key, sample_args, temperature, update):
-      variables = {'params': params, **model_state}
-      if update and model_state:
-        out, model_state = model.apply(variables, obs[:, None], update_normalizer=True,
-                                       mutable=list(model_state))
-      else:
-        out = model.apply(variables, obs[:, None])
-      dist_inputs = output_fn(out)[:, -1]
-      key, sample_key = jax.random.split(key)
-      actions = dist.sample(dist_inputs, sample_key, temperature, *sample_args)
-      return actions, dist_inputs, model_state, key
-
-    self._act = jax.jit(act, static_argnames=('temperature', 'update'))
+    self._acting = ActingState(self._acting.key,
+                               jax.tree_util.tree_map(jnp.asarray, dict(trainer.model_state)))
+    pure = functools.partial(act, trainer.spec.apply_fn, dist, output_fn)
+    self._act = jax.jit(pure, static_argnames=('temperature', 'update'))
     # The collect loop's call, with its static arguments bound once: dispatch
     # then skips hashing keyword arguments on every env step.
-    self._act_collect = jax.jit(functools.partial(act, temperature=1.0, update=True))
+    self._act_collect = jax.jit(functools.partial(pure, temperature=1.0, update=True))
+
+  @property
+  def acting_state(self):
+    """The ActingState: collection key and normaliser statistics."""
+    return self._acting
 
   def random_policy(self):
     """The policy of the random initial trajectories (RLTask.initial_trajectories).
@@ -203,19 +287,19 @@ class RLTrainer:
       return self.task.random_policy
     inputs = dist.spread_inputs(self.task.action_space)
 
-    def policy(obs):
-      dist_inputs = np.broadcast_to(inputs, (obs.shape[0], inputs.shape[0]))
-      self._collect_key, key = jax.random.split(self._collect_key)
-      return np.asarray(dist.sample(dist_inputs, key, 1.0)), dist_inputs
-    return policy
+    def spread(params, state, obs, sample_args):
+      del params, sample_args
+      dist_inputs = jnp.broadcast_to(inputs, (obs.shape[0], inputs.shape[0]))
+      key, sample_key = jax.random.split(state.key)
+      return dist.sample(dist_inputs, sample_key, 1.0), dist_inputs, state._replace(key=key)
+    return HostPolicy(spread, None, self._acting, ())
 
   def collect_initial(self):
     """Collects the task's random initial trajectories (epoch 0), if it has any."""
-    self.task.collect_initial(self.random_policy())
-
-  def init_collect_model_state(self, model_state):
-    """Starts the acting normaliser statistics (the model's initial state)."""
-    self._collect_model_state = jax.tree_util.tree_map(jnp.asarray, dict(model_state))
+    policy = self.random_policy()
+    self.task.collect_initial(policy)
+    if isinstance(policy, HostPolicy):
+      self._acting = policy.state
 
   def use_acting_statistics(self, trainer):
     """Hands `trainer` the normaliser statistics the acting model collected with.
@@ -226,7 +310,7 @@ class RLTrainer:
     A network without a normaliser (no model state) is left as it is.
     """
     if trainer.model_state:
-      trainer.model_state = self._collect_model_state
+      trainer.model_state = self._acting.model_state
 
   def sampling_args(self, temperature):
     """Extra traced arguments of `dist.sample` when acting (e.g. DQN's epsilon)."""
@@ -234,29 +318,29 @@ class RLTrainer:
     return ()
 
   def collect_policy(self):
-    """The policy used for training collection: temperature 1, statistics updated."""
-    params = self._act_variables_fn()['params']
-    act = self._act_collect
-    sample_args = self.sampling_args(1.0)
+    """The policy of training collection: temperature 1, statistics updated."""
+    return HostPolicy(self._act_collect, self._acting_trainer.variables['params'],
+                      self._acting, self.sampling_args(1.0))
 
-    def policy(obs):
-      actions, dist_inputs, self._collect_model_state, self._collect_key = act(
-          params, self._collect_model_state, obs, self._collect_key, sample_args)
-      return np.asarray(actions), np.asarray(dist_inputs)
-    return policy
+  def collect(self, n_trajectories=None, n_interactions=None, epoch_id=None, only_eval=False):
+    """Collects with `collect_policy` into epoch `epoch_id` (default: the current one).
+
+    Returns the task's collection stats; the acting state moves on.
+    """
+    policy = self.collect_policy()
+    stats = self.task.collect(policy, n_trajectories=n_trajectories,
+                              n_interactions=n_interactions,
+                              epoch_id=max(self.epoch, 1) if epoch_id is None else epoch_id,
+                              only_eval=only_eval)
+    self._acting = policy.state
+    return stats
 
   def eval_policy(self, temperature, key):
     """A policy at `temperature` with its own key stream; statistics frozen."""
-    params = self._act_variables_fn()['params']
-    state = {'key': key}
-    sample_args = self.sampling_args(temperature)
-
-    def policy(obs):
-      actions, dist_inputs, _, state['key'] = self._act(
-          params, self._collect_model_state, obs, state['key'], sample_args,
-          temperature=temperature, update=False)
-      return np.asarray(actions), np.asarray(dist_inputs)
-    return policy
+    act_fn = functools.partial(self._act, temperature=temperature, update=False)
+    return HostPolicy(act_fn, self._acting_trainer.variables['params'],
+                      ActingState(key, self._acting.model_state),
+                      self.sampling_args(temperature))
 
   def eval_seed(self, epoch):
     """Reset seed of the evaluation after `epoch`: a pure function of (seed, epoch)."""
@@ -288,6 +372,18 @@ class RLTrainer:
     return {metrics_lib.eval_key(t): float(np.mean(self.episode_returns(t, epoch, n_episodes)))
             for t in self._eval_temperatures}
 
+  # -- training -----------------------------------------------------------------------
+
+  def train_network(self, name, data, n_steps, n_chunks=1, n_eval_steps=0, carry=None):
+    """One fused epoch of supervised trainer `name` on `data`, with the trainer's key.
+
+    Returns (metrics, carry).
+    """
+    metrics, self.train_key, carry = self._trainers[name].train(
+        data, self.train_key, carry, n_steps=n_steps, n_chunks=n_chunks,
+        n_eval_steps=n_eval_steps)
+    return metrics, carry
+
   # -- the epoch loop ----------------------------------------------------------------
 
   def train_epoch(self):
@@ -298,9 +394,9 @@ class RLTrainer:
     """Collect, train, evaluate: one epoch. Returns its metrics record."""
     self.epoch += 1
     start = time.perf_counter()
-    stats = self.task.collect(self.collect_policy(), n_trajectories=self._n_trajectories,
-                              n_interactions=self._n_interactions, epoch_id=self.epoch,
-                              only_eval=self._only_eval)
+    stats = self.collect(n_trajectories=self._n_trajectories,
+                         n_interactions=self._n_interactions, epoch_id=self.epoch,
+                         only_eval=self._only_eval)
     collected = time.perf_counter()
     train_metrics = {} if self._only_eval else self.train_epoch()
     trained = time.perf_counter()
@@ -377,7 +473,8 @@ class RLTrainer:
     arrays = {
         'task': task_arrays,
         'trainers': {name: t.state_dict() for name, t in self._trainers.items()},
-        'collect': {'key': self._collect_key, 'model_state': self._collect_model_state},
+        'collect': {'key': self._acting.key, 'model_state': self._acting.model_state},
+        'train_key': self.train_key,
         'extra': self._extra_arrays(),
     }
     meta = {'epoch': self.epoch, 'history': self.history, 'task': task_meta}
@@ -387,10 +484,11 @@ class RLTrainer:
     self.task.load_state_dict(arrays['task'], meta['task'])
     for name, trainer in self._trainers.items():
       trainer.load_state_dict(arrays['trainers'][name])
-    self._collect_key = jnp.asarray(arrays['collect']['key'])
-    self._collect_model_state = jax.tree_util.tree_map(
-        lambda t, r: jnp.asarray(r, dtype=t.dtype), self._collect_model_state,
+    model_state = jax.tree_util.tree_map(
+        lambda t, r: jnp.asarray(r, dtype=t.dtype), self._acting.model_state,
         dict(arrays['collect'].get('model_state', {})))
+    self._acting = ActingState(jnp.asarray(arrays['collect']['key']), model_state)
+    self.train_key = jnp.asarray(arrays['train_key'])
     self._load_extra_arrays(arrays.get('extra', {}))
     self.epoch = int(meta['epoch'])
     self.history = list(meta['history'])

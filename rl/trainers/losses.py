@@ -114,3 +114,15 @@ def explained_variance(targets, values, mask):
     mean = masked_mean(x, mask)
     return masked_mean((x - mean) ** 2, mask)
   return 1.0 - variance(targets - values) / jnp.maximum(variance(targets), 1e-8)
+
+
+def awr_weight_stats(weights, mask):
+  """awr_weight_{mean,std,min,max} of AWR step weights over the real steps."""
+  real = mask > 0
+  mean = masked_mean(weights, mask)
+  return {
+      'awr_weight_mean': mean,
+      'awr_weight_std': jnp.sqrt(masked_mean((weights - mean) ** 2, mask)),
+      'awr_weight_min': jnp.min(jnp.where(real, weights, jnp.inf)),
+      'awr_weight_max': jnp.max(jnp.where(real, weights, -jnp.inf)),
+  }

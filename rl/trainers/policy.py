@@ -1,12 +1,12 @@
 """PolicyTrainer: an RLTrainer that trains a policy network with a supervised Trainer.
 
-Subclasses define what a policy batch holds (`policy_batches_stream`) and the
-loss on it (`policy_loss(dist_inputs, *batch_rest)`); this class builds the
-policy model and its Trainer, acts with the model (temperature 1 with
-normaliser updates when collecting, frozen statistics when evaluating), and
-runs the policy training of an epoch in `policy_evals_per_epoch` chunks.
+Subclasses define what a policy batch holds (`policy_batch`, drawn on the
+device from the epoch's slices) and the loss on it (`policy_loss(dist_inputs,
+batch) -> (loss, metrics)`); this class builds the policy model and its
+Trainer, acts with the model (temperature 1 with normaliser updates when
+collecting, frozen statistics when evaluating), and trains the policy once
+per epoch in one fused call.
 """
-import gin
 import numpy as np
 
 from rl import distributions
@@ -37,18 +37,29 @@ def example_observation(task):
   return np.zeros((1, 1) + space.shape, space.dtype)
 
 
-def build_trainer(task, model, optimizer, lr_schedule, loss_fn, inputs, metrics, loss_name,
-                  example_batch, n_model_inputs=1, seed_offset=0):
+def build_trainer(task, model, optimizer, lr_schedule, loss_fn, batch_fn, loss_name,
+                  example_inputs, inputs_fn=None, seed_offset=0, prepare_fn=None,
+                  after_step=None, after_chunk=None):
   """A supervised Trainer with the project's defaults (Adam, multifactor)."""
   return Trainer(
       model=model, optimizer=optimizer or optimizers.Adam,
       lr_schedule=(lr_schedule or lr_schedules.multifactor)(),
-      loss_fn=loss_fn, inputs=inputs, metrics=metrics, seed=task.seed + seed_offset,
-      example_batch=example_batch, n_model_inputs=n_model_inputs, loss_name=loss_name)
+      loss_fn=loss_fn, example_inputs=example_inputs, batch_fn=batch_fn,
+      inputs_fn=inputs_fn or observation_input, seed=task.seed + seed_offset,
+      loss_name=loss_name, prepare_fn=prepare_fn, after_step=after_step,
+      after_chunk=after_chunk)
+
+
+def observation_input(batch):
+  """The model inputs of a batch whose network sees only observations."""
+  return (batch.observation,)
 
 
 class PolicyTrainer(RLTrainer):
   """Base of the trainers with a separate policy network.
+
+  Subclasses define the policy batch (`policy_batch`, drawn on the device)
+  and the loss on it (`policy_loss`, returning its metrics too).
 
   Args:
     task: the RLTask.
@@ -60,8 +71,11 @@ class PolicyTrainer(RLTrainer):
     policy_batch_size: slices per policy batch.
     policy_train_steps_per_epoch: policy gradient steps per epoch.
     policy_evals_per_epoch: the policy steps run in this many chunks, with
-      metrics computed after each (only affects reporting).
-    policy_eval_steps: batches the policy metrics are averaged over.
+      the metrics evaluated after each; the last chunk's are reported.
+    policy_eval_steps: 0 (default): the metrics are those of the training
+      batches of the last chunk, computed with the loss; N > 0: they are
+      evaluated after each chunk on N fresh batches (the reference's way,
+      which compiles a second copy of the loss).
     n_eval_episodes: greedy evaluation episodes after each epoch (0: none).
     only_eval: collect and evaluate only.
     max_slice_length: steps per slice the policy trains on.
@@ -71,46 +85,58 @@ class PolicyTrainer(RLTrainer):
 
   def __init__(self, task, policy_model=None, policy_optimizer=None, policy_lr_schedule=None,
                policy_batch_size=64, policy_train_steps_per_epoch=500,
-               policy_evals_per_epoch=1, policy_eval_steps=1, n_eval_episodes=0,
+               policy_evals_per_epoch=1, policy_eval_steps=0, n_eval_episodes=0,
                only_eval=False, max_slice_length=1, output_dir=None, **kwargs):
     super().__init__(task, n_eval_episodes=n_eval_episodes, only_eval=only_eval,
                      output_dir=output_dir, **kwargs)
     check_divisible(policy_train_steps_per_epoch, policy_evals_per_epoch,
                     'policy_train_steps_per_epoch', 'policy_evals_per_epoch')
+    self._policy_model_factory = policy_model or models.Policy
+    self._policy_optimizer = policy_optimizer
+    self._policy_lr_schedule = policy_lr_schedule
     self._policy_batch_size = policy_batch_size
     self._policy_train_steps = policy_train_steps_per_epoch
     self._policy_evals = policy_evals_per_epoch
     self._policy_eval_steps = policy_eval_steps
     self._max_slice_length = max_slice_length
     self._policy_dist = policy_distribution(task, type(self).__name__)
-    self._policy_model = (policy_model or models.Policy)(policy_distribution=self._policy_dist)
+
+  def build_networks(self):
+    self._policy_model = self._policy_model_factory(policy_distribution=self._policy_dist)
     self._policy_trainer = build_trainer(
-        task, self._policy_model, policy_optimizer, policy_lr_schedule, self.policy_loss,
-        self.policy_batches_stream, self.policy_metrics, 'policy_loss',
-        (example_observation(task),))
+        self.task, self._policy_model, self._policy_optimizer, self._policy_lr_schedule,
+        self.policy_loss, self.policy_batch, 'policy_loss', (example_observation(self.task),),
+        prepare_fn=self.prepare_policy_data)
     self._trainers['policy'] = self._policy_trainer
-    self.init_collect_model_state(self._policy_trainer.model_state)
-    self._set_acting_model(self._policy_model, self._policy_dist,
-                           lambda: self._policy_trainer.variables)
+    self.set_acting_model(self._policy_trainer, self._policy_dist)
 
-  @property
-  def policy_metrics(self):
-    """Metric name -> fn(dist_inputs, *batch_rest); extended by subclasses."""
-    return {'policy_loss': self.policy_loss}
+  def prepare_policy_data(self, data, key, carry):
+    """Per-row work on the epoch's SliceData before the policy steps (pure; none here)."""
+    del key, carry
+    return data
 
-  def policy_loss(self, dist_inputs, *batch):
+  def policy_batch(self, data, key, carry, variables):
+    """One policy batch drawn on the device from the epoch's SliceData (pure)."""
     raise NotImplementedError
 
-  def policy_batches_stream(self):
+  def policy_loss(self, dist_inputs, batch):
+    """(loss, metrics) of the policy's dist_inputs on a policy batch (pure)."""
     raise NotImplementedError
+
+  def policy_data(self):
+    """The SliceData the policy trains on this epoch (the newest epoch by default)."""
+    return self.task.slice_data([-1])
+
+  def policy_carry(self):
+    """What the policy batches need besides the data (e.g. the value network)."""
+    return None
 
   def _train_policy(self):
-    """The policy part of an epoch, in `policy_evals_per_epoch` chunks."""
+    """The policy part of an epoch: one fused call."""
     self.use_acting_statistics(self._policy_trainer)
-    metrics = {}
-    for _ in range(self._policy_evals):
-      metrics = self._policy_trainer.train_epoch(
-          self._policy_train_steps // self._policy_evals, self._policy_eval_steps)
+    metrics, _ = self.train_network(
+        'policy', self.policy_data(), self._policy_train_steps, self._policy_evals,
+        self._policy_eval_steps, self.policy_carry())
     return prefix_trainer_metrics(metrics, 'policy_')
 
   def train_epoch(self):

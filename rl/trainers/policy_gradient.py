@@ -1,7 +1,9 @@
 """PolicyGradientTrainer: REINFORCE with batch-normalised returns."""
 import gin
 
+from rl import slices
 from rl.trainers import losses
+from rl.trainers.batches import ReturnsBatch
 from rl.trainers.base import check_whole_episodes
 from rl.trainers.policy import PolicyTrainer
 
@@ -37,26 +39,19 @@ class PolicyGradientTrainer(PolicyTrainer):
         max_slice_length=max_slice_length, n_trajectories_per_epoch=n_trajectories_per_epoch,
         output_dir=output_dir, **kwargs)
 
-  def policy_batches_stream(self):
-    for batch in self.task.trajectory_batch_stream(
-        self._policy_batch_size, epochs=[-1], max_slice_length=self._max_slice_length):
-      yield batch.observation, batch.action, batch.return_, batch.mask
+  def policy_data(self):
+    return self.task.slice_data([-1], whole_trajectories=self._max_slice_length is None)
 
-  def policy_loss(self, dist_inputs, actions, returns, mask):
-    log_probs = self._policy_dist.log_prob(dist_inputs, actions)
-    return losses.reinforce_loss(log_probs, returns, mask)
+  def policy_batch(self, data, key, carry, variables):
+    del carry, variables
+    fields = slices.sample(data, key, self._policy_batch_size, self._max_slice_length)
+    return ReturnsBatch(fields['observation'], fields['action'], fields['return_'],
+                        fields['mask'])
 
-  @property
-  def policy_metrics(self):
+  def policy_loss(self, dist_inputs, batch):
     dist = self._policy_dist
-
-    def entropy(dist_inputs, actions, returns, mask):
-      del actions, returns
-      return losses.masked_mean(dist.entropy(dist_inputs), mask)
-
-    def return_mean(dist_inputs, actions, returns, mask):
-      del dist_inputs, actions
-      return losses.masked_mean(returns, mask)
-
-    return {'policy_loss': self.policy_loss, 'policy_entropy': entropy,
-            'return_mean': return_mean}
+    log_probs = dist.log_prob(dist_inputs, batch.action)
+    loss = losses.reinforce_loss(log_probs, batch.return_, batch.mask)
+    return loss, {'policy_loss': loss,
+                  'policy_entropy': losses.masked_mean(dist.entropy(dist_inputs), batch.mask),
+                  'return_mean': losses.masked_mean(batch.return_, batch.mask)}

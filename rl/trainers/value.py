@@ -17,22 +17,22 @@ Differences from the reference (Trax RL's value trainers), on purpose:
     whenever the online step count reaches a multiple of sync_freq, wherever
     that falls inside the epoch.
 
-Data flow of one gradient step: the task samples [B, n + 1] slices (numpy,
-its checkpointed generator; no JAX key, so the stream replays exactly after
-a resume), one jitted call computes the targets of the first position from
-the target network, and the online Trainer regresses Q(s_t, a_t) on them.
+Data flow of an epoch: the replay buffer goes to the device once, and one
+compiled call runs every gradient step: draw [B, n + 1] slices with the
+trainer's key (checkpointed, so the stream replays exactly after a resume),
+compute the targets of the first position from the target network (carried
+through the loop and synced there), and regress Q(s_t, a_t) on them.
 """
-import functools
-
 import gin
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from rl import advantages as advantages_lib
 from rl import models
+from rl import slices
 from rl.errors import ConfigError
 from rl.supervised import lr_schedules
+from rl.trainers import batches
 from rl.trainers import losses
 from rl.trainers.base import RLTrainer
 from rl.trainers.base import prefix_trainer_metrics
@@ -151,7 +151,10 @@ class ValueAgent(RLTrainer):
     value_train_steps_per_epoch: gradient steps per epoch.
     value_evals_per_epoch: the steps run in this many chunks, with metrics
       computed after each (only affects reporting).
-    value_eval_steps: batches the metrics are averaged over.
+    value_eval_steps: 0 (default): the metrics are those of the training
+      batches of the last chunk, computed with the loss; N > 0: they are
+      evaluated after each chunk on N fresh batches (the reference's way,
+      which compiles a second copy of the loss).
     exploration_rate: schedule factory of epsilon (gin: e.g.
       @exploration_rate/multifactor with factors 'constant * decay_every' and
       a minimum), evaluated at the RL epoch number: the collection of epoch e
@@ -177,9 +180,11 @@ class ValueAgent(RLTrainer):
 
   def __init__(self, task, value_body=None, value_optimizer=None, value_lr_schedule=None,
                value_batch_size=64, value_train_steps_per_epoch=500, value_evals_per_epoch=1,
-               value_eval_steps=1, exploration_rate=None, n_eval_episodes=0, only_eval=False,
+               value_eval_steps=0, exploration_rate=None, n_eval_episodes=0, only_eval=False,
                n_replay_epochs=100, max_slice_length=2, sync_freq=1000,
                scale_value_targets=True, output_dir=None, **kwargs):
+    super().__init__(task, n_eval_episodes=n_eval_episodes, only_eval=only_eval,
+                     output_dir=output_dir, **kwargs)
     name = type(self).__name__
     space = task.action_space
     if not (hasattr(space, 'n') and not hasattr(space, 'nvec')):
@@ -195,12 +200,11 @@ class ValueAgent(RLTrainer):
       raise ConfigError(f'{name}.max_slice_length must be >= 1, got {max_slice_length}.')
     if int(n_replay_epochs) < 1:
       raise ConfigError(f'{name}.n_replay_epochs must be >= 1, got {n_replay_epochs}.')
-    # Before anything is built: a bad config fails fast.
-    self._check_slices(int(max_slice_length))
-    super().__init__(task, n_eval_episodes=n_eval_episodes, only_eval=only_eval,
-                     output_dir=output_dir, **kwargs)
     task.set_n_replay_epochs(n_replay_epochs)
     self._n_actions = int(space.n)
+    self._value_body = value_body
+    self._value_optimizer = value_optimizer
+    self._value_lr_schedule = value_lr_schedule
     self._value_batch_size = int(value_batch_size)
     self._value_train_steps = int(value_train_steps_per_epoch)
     self._value_evals = int(value_evals_per_epoch)
@@ -211,24 +215,22 @@ class ValueAgent(RLTrainer):
     self._sync_freq = int(sync_freq)
     self._value_scale = 1.0 / (1.0 - task.gamma) if scale_value_targets else 1.0
     self._exploration_rate = (exploration_rate or default_exploration_rate)()
+    self._dist = EpsilonGreedy(self._n_actions)
 
+  def build_networks(self):
     quality_kwargs = {'n_actions': self._n_actions}
-    if value_body is not None:
+    if self._value_body is not None:
       # Passed only when set: an explicit None would hide a `Quality.body` binding.
-      quality_kwargs['body'] = value_body
+      quality_kwargs['body'] = self._value_body
     self._q_model = models.Quality(**quality_kwargs)
     self._value_trainer = build_trainer(
-        task, self._q_model, value_optimizer, value_lr_schedule, self.value_loss,
-        self.value_batches_stream, self.value_metrics, 'value_loss',
-        (example_observation(task),), seed_offset=1)
+        self.task, self._q_model, self._value_optimizer, self._value_lr_schedule,
+        self.value_loss, self.value_batch, 'value_loss', (example_observation(self.task),),
+        seed_offset=1, after_step=self._sync_every)
     self._trainers['value'] = self._value_trainer
-    self.init_collect_model_state(self._value_trainer.model_state)
-    self._dist = EpsilonGreedy(self._n_actions)
-    self._set_acting_model(self._q_model, self._dist, lambda: self._value_trainer.variables,
-                           output_fn=lambda q: q * self._value_scale)
+    self.set_acting_model(self._value_trainer, self._dist,
+                          output_fn=lambda q: q * self._value_scale)
     self._target = self._value_trainer.variables
-    # Batch preparation runs once per gradient step: one jitted call each.
-    self._targets_fn = jax.jit(self._targets_impl)
 
   # -- exploration and acting -------------------------------------------------------
 
@@ -250,79 +252,56 @@ class ValueAgent(RLTrainer):
     """Q-values in return units, [B, L, n_actions]."""
     return self._q_model.apply(variables, obs) * self._value_scale
 
-  def _check_slices(self, max_slice_length):
-    """Subclass hook: reject slice lengths the targets cannot be computed on."""
-    del max_slice_length
-
-  def _targets_impl(self, target_variables, online_variables, batch):
-    """Targets [B, 1] (return units) of the first position of each slice."""
+  def targets(self, target_variables, online_variables, fields):
+    """Targets [B, 1] (return units) of the first position of each slice (pure)."""
     raise NotImplementedError
 
-  def _slices(self):
-    # margin = max_slice_length - 1 gives a trajectory of T steps exactly T
-    # start positions (rows + margin - max_slice_length = T): every real
-    # step, the last (terminal or truncated) one included, is trained.
-    return self.task.trajectory_batch_stream(
-        self._value_batch_size, max_slice_length=self._max_slice_length, margin=self._margin)
+  def value_batch(self, data, key, target, variables):
+    """A ValueBatch of the first step of [B, n + 1] slices and its TD targets.
 
-  def value_batches_stream(self):
-    for batch in self._slices():
-      fields = {'observation': batch.observation, 'reward': batch.reward,
-                'return_': batch.return_, 'done': batch.done, 'mask': batch.mask}
-      targets = self._targets_fn(self._target, self._value_trainer.variables, fields)
-      yield (batch.observation[:, :1], batch.action[:, :1].astype(np.int32),
-             targets / self._value_scale, batch.mask[:, :1])
+    margin = max_slice_length - 1 gives a trajectory of T steps exactly T
+    start positions (rows + margin - max_slice_length = T): every real step,
+    the last (terminal or truncated) one included, is trained.
+    """
+    fields = slices.sample(data, key, self._value_batch_size, self._max_slice_length,
+                           margin=self._margin)
+    return self.td_batch(fields, target, variables)
 
-  def value_loss(self, q_values, actions, targets, mask):
-    raise NotImplementedError
+  def td_batch(self, fields, target, variables):
+    """The ValueBatch of sampled slices `fields`: first steps and their TD targets (pure)."""
+    targets = self.targets(target, variables, fields)
+    return batches.ValueBatch(fields['observation'][:, :1],
+                              fields['action'][:, :1].astype(jnp.int32),
+                              targets / self._value_scale, fields['mask'][:, :1])
 
-  @property
-  def value_metrics(self):
+  def value_loss(self, q_values, batch):
+    """(loss, metrics) of the Q-network's outputs on a ValueBatch."""
+    loss = self.td_loss(q_values, batch)
     scale = self._value_scale
+    return loss, {
+        'value_loss': loss,
+        'value_mean': losses.masked_mean(select_q(q_values, batch.action) * scale, batch.mask),
+        'returns_mean': losses.masked_mean(batch.target * scale, batch.mask),
+    }
 
-    def value_mean(q_values, actions, targets, mask):
-      return losses.masked_mean(select_q(q_values, actions) * scale, mask)
-
-    def returns_mean(q_values, actions, targets, mask):
-      return losses.masked_mean(targets * scale, mask)
-
-    return {'value_loss': self.value_loss, 'value_mean': value_mean,
-            'returns_mean': returns_mean}
+  def td_loss(self, q_values, batch):
+    raise NotImplementedError
 
   # -- the epoch ------------------------------------------------------------------------
 
-  def _sync_target(self):
-    self._target = self._value_trainer.variables
-
-  def _train_chunk(self, n_steps):
-    """n_steps updates, cut at every multiple of sync_freq to sync the target there.
-
-    The metrics (value_eval_steps batches) are computed once, after the last
-    piece; the train loss and gradient norm are averaged over all pieces.
-    """
-    trainer = self._value_trainer
-    pieces = []
-    left = n_steps
-    while left:
-      n = min(left, self._sync_freq - trainer.step % self._sync_freq)
-      left -= n
-      pieces.append((n, trainer.train_epoch(n, 0 if left else self._value_eval_steps)))
-      if trainer.step % self._sync_freq == 0:
-        self._sync_target()
-    results = dict(pieces[-1][1])
-    if len(pieces) > 1:
-      total = sum(n for n, _ in pieces)
-      for key in ('train_value_loss', 'gradients_l2'):
-        results[key] = sum(n * r[key] for n, r in pieces) / total
-      results['steps_per_second'] = total / sum(n / r['steps_per_second'] for n, r in pieces)
-    return results
+  def _sync_every(self, target, variables, step):
+    """The target network after online step `step`: synced at multiples of sync_freq."""
+    synced = step % self._sync_freq == 0
+    return jax.tree_util.tree_map(lambda new, old: jnp.where(synced, new, old),
+                                  variables, target)
 
   def train_epoch(self):
     self.use_acting_statistics(self._value_trainer)
-    self._sync_target()
-    metrics = {}
-    for _ in range(self._value_evals):
-      metrics = self._train_chunk(self._value_train_steps // self._value_evals)
+    # The epoch's training starts from a fresh target, and inside it the
+    # target syncs whenever the online step count reaches a multiple of sync_freq.
+    metrics, self._target = self.train_network(
+        'value', self.task.slice_data(), self._value_train_steps, self._value_evals,
+        self._value_eval_steps, self._value_trainer.variables)
     return {**prefix_trainer_metrics(metrics, 'value_'),
             'exploration_rate': self.exploration_rate(self.epoch)}
 
@@ -334,12 +313,9 @@ class ValueAgent(RLTrainer):
     return {'target': self._target}
 
   def _load_extra_arrays(self, arrays):
-    if 'target' in arrays:
-      self._target = jax.tree_util.tree_map(
-          lambda t, r: jnp.asarray(r, dtype=t.dtype), self._value_trainer.variables,
-          dict(arrays['target']))
-    else:
-      self._sync_target()
+    self._target = jax.tree_util.tree_map(
+        lambda t, r: jnp.asarray(r, dtype=t.dtype), self._value_trainer.variables,
+        dict(arrays['target']))
 
 
 @gin.configurable(denylist=['task', 'output_dir'])
@@ -356,33 +332,31 @@ class DQN(ValueAgent):
 
   def __init__(self, task, advantage_estimator=None, smoothl1loss=True, double_dqn=False,
                **kwargs):
+    super().__init__(task, **kwargs)
     self._smooth = bool(smoothl1loss)
     self._double = bool(double_dqn)
-    self._estimator_factory = advantage_estimator or advantages_lib.td_k
-    if self._estimator_factory is advantages_lib.monte_carlo:
+    estimator = advantage_estimator or advantages_lib.td_k
+    if estimator is advantages_lib.monte_carlo:
       check_whole_episodes(self, task, kwargs, 'use n-step targets (@td_k)')
-    super().__init__(task, **kwargs)
-    self._estimator = self._estimator_factory(gamma=task.gamma, margin=self._margin)
-
-  def _check_slices(self, max_slice_length):
-    if max_slice_length < 2 and self._estimator_factory is not advantages_lib.monte_carlo:
+    elif self._max_slice_length < 2:
       raise ConfigError(
           f'{type(self).__name__}: the TD targets bootstrap from the later rows of a '
           'slice, so max_slice_length must be >= 2 (n-step targets use n + 1; got '
-          f'{max_slice_length}); or use advantage_estimator = @monte_carlo.')
+          f'{self._max_slice_length}); or use advantage_estimator = @monte_carlo.')
+    self._estimator = estimator(gamma=task.gamma, margin=self._margin)
 
-  def _targets_impl(self, target_variables, online_variables, batch):
-    obs = batch['observation']
+  def targets(self, target_variables, online_variables, fields):
+    obs = fields['observation']
     q_target = self._q_values(target_variables, obs)
     if self._double:
       values = double_q_values(q_target, self._q_values(online_variables, obs))
     else:
       values = greedy_values(q_target)
-    return q_targets(self._estimator, batch['reward'], batch['return_'], values,
-                     batch['done'], batch['mask'])
+    return q_targets(self._estimator, fields['reward'], fields['return_'], values,
+                     fields['done'], fields['mask'])
 
-  def value_loss(self, q_values, actions, targets, mask):
-    return q_regression_loss(q_values, actions, targets, mask, self._smooth)
+  def td_loss(self, q_values, batch):
+    return q_regression_loss(q_values, batch.action, batch.target, batch.mask, self._smooth)
 
 
 @gin.configurable(denylist=['task', 'output_dir'])

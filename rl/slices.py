@@ -1,0 +1,158 @@
+"""Slices of stored trajectories, sampled on the device inside jitted training.
+
+The task keeps an epoch's trajectories as flat rows plus offsets (see
+rl.task). For training, the selected epochs are padded to a capacity bucket
+and moved to the device once per epoch as a `SliceData`; every gradient step
+then draws its batch with `sample`, a pure function of (data, key), inside
+the same compiled loop as the update. The capacities grow in steps of four,
+so a replay buffer that fills over a run recompiles the loop a handful of
+times rather than every epoch.
+
+A trajectory with R rows (steps + 1) has max(1, R + margin - W) slices of
+window W (start positions 0, 1, ...); the `margin` extra rows at the end of
+a slice only serve to bootstrap. Trajectories are drawn in proportion to
+their slice counts (or uniformly), then a start uniformly; a slice is padded
+to `length` >= W rows with mask 0.
+"""
+import math
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+# The smallest padded row capacity; capacities are MIN_ROWS * 4^k.
+MIN_ROWS = 1024
+GROWTH = 4
+
+
+def capacity(n_rows):
+  """The padded row count for `n_rows` rows: the smallest MIN_ROWS * GROWTH^k >= n_rows."""
+  size = MIN_ROWS
+  while size < n_rows:
+    size *= GROWTH
+  return size
+
+
+def whole_window(max_rows):
+  """Window of whole-trajectory slices: the next power of two of the longest (>= 2)."""
+  return 1 << int(math.ceil(math.log2(max(2, int(max_rows)))))
+
+
+@flax.struct.dataclass
+class SliceData:
+  """Padded trajectories on the device.
+
+  rows: field -> [capacity, ...] (padding rows are zeros with mask 0).
+  row_end: [capacity] one past the last row of each row's trajectory (0 for
+    padding rows): the rows r..row_end[r] - 1 are r's own future.
+  traj_start, traj_rows: [capacity // 2] first row and row count of each
+    trajectory; padding trajectories have 0 rows, so no slice is drawn from
+    them (every real trajectory has at least 2 rows: a step and its final
+    observation, hence at most capacity // 2 of them).
+  max_rows: rows of the longest trajectory, rounded up by `whole_window`, when
+    whole-trajectory slices are wanted (else None); static, so their shape
+    is known at trace time, and None otherwise so that a new longest
+    trajectory does not recompile samplers that never read it.
+  """
+  rows: Any
+  row_end: jax.Array
+  traj_start: jax.Array
+  traj_rows: jax.Array
+  max_rows: Any = flax.struct.field(pytree_node=False, default=None)
+
+
+def pad(rows, traj_start, traj_rows, whole_trajectories=False):
+  """Numpy epoch arrays -> a SliceData of numpy arrays padded to the capacity bucket.
+
+  whole_trajectories: also record `max_rows` for whole-trajectory slices.
+  """
+  n = len(rows['mask'])
+  size = capacity(n)
+  padded = {}
+  for name, column in rows.items():
+    out = np.zeros((size,) + column.shape[1:], column.dtype)
+    out[:n] = column
+    padded[name] = out
+  row_end = np.zeros(size, np.int32)
+  row_end[:n] = np.repeat(np.asarray(traj_start) + np.asarray(traj_rows), traj_rows)
+  starts = np.zeros(size // 2, np.int32)
+  counts = np.zeros(size // 2, np.int32)
+  starts[:len(traj_start)] = traj_start
+  counts[:len(traj_rows)] = traj_rows
+  max_rows = None
+  if whole_trajectories:
+    max_rows = whole_window(int(np.max(traj_rows)) if len(traj_rows) else 2)
+  return SliceData(padded, row_end, starts, counts, max_rows)
+
+
+def windows(data, columns, width):
+  """[capacity, width] windows of per-row `columns` starting at every row (pure).
+
+  Row r's window holds rows r..r + width - 1 of its own trajectory, zeros
+  past the trajectory's end: the slice of `width` rows that starts at r. It
+  lets per-row quantities (e.g. every step's advantage) be computed once for
+  all rows rather than for every sampled batch.
+
+  Args:
+    data: a SliceData.
+    columns: dict name -> [capacity, ...] per-row arrays.
+    width: rows per window.
+
+  Returns:
+    dict name -> [capacity, width, ...].
+  """
+  size = data.row_end.shape[0]
+  index = jnp.arange(size)[:, None] + jnp.arange(width)[None, :]
+  valid = index < data.row_end[:, None]
+  index = jnp.where(valid, index, 0)
+  out = {}
+  for name, column in columns.items():
+    taken = column[index]
+    keep = valid.reshape(valid.shape + (1,) * (taken.ndim - 2))
+    out[name] = jnp.where(keep, taken, jnp.zeros((), taken.dtype))
+  return out
+
+
+def sample(data, key, batch_size, window=None, length=None, margin=0, uniform=False):
+  """A dict field -> [batch_size, length, ...] of random slices (pure; jit-able).
+
+  Args:
+    data: a SliceData.
+    key: a JAX PRNG key.
+    batch_size: slices per batch.
+    window: rows per slice, margin included; None: whole trajectories
+      (window = data.max_rows).
+    length: rows the slices are padded to (>= window); None: the window.
+    margin: rows after the trained positions that only bootstrap.
+    uniform: draw trajectories uniformly instead of by their slice counts.
+  """
+  rows = data.traj_rows
+  real = rows > 0
+  if window is None:
+    window = data.max_rows
+    n_slices = real.astype(jnp.int32)
+  else:
+    n_slices = jnp.where(real, jnp.maximum(1, rows + margin - window), 0)
+  length = window if length is None else max(window, length)
+  traj_key, start_key = jax.random.split(key)
+  if uniform:
+    n_real = jnp.maximum(jnp.sum(real), 1)
+    traj = jax.random.randint(traj_key, (batch_size,), 0, n_real)
+  else:
+    cdf = jnp.cumsum(n_slices)
+    draw = jax.random.randint(traj_key, (batch_size,), 0, jnp.maximum(cdf[-1], 1))
+    traj = jnp.searchsorted(cdf, draw, side='right')
+  start = jnp.floor(jax.random.uniform(start_key, (batch_size,)) * n_slices[traj])
+  start = start.astype(jnp.int32)
+  position = jnp.arange(length)[None, :]
+  offset = start[:, None] + position
+  valid = (offset < rows[traj][:, None]) & (position < window)
+  index = jnp.where(valid, data.traj_start[traj][:, None] + offset, 0)
+  fields = {}
+  for name, column in data.rows.items():
+    taken = column[index]
+    keep = valid.reshape(valid.shape + (1,) * (taken.ndim - 2))
+    fields[name] = jnp.where(keep, taken, jnp.zeros((), taken.dtype))
+  return fields

@@ -1,0 +1,37 @@
+"""Draws one training batch of an RL trainer's network, as its fused epoch would.
+
+The trainers draw their batches on the device inside the compiled epoch
+(rl.supervised.trainer.fused_epoch) with the pure functions of the network's
+supervised Trainer: `prepare_fn(data, key, carry) -> data` (where a trainer
+has one, e.g. per-row advantages) and `batch_fn(data, key, carry, variables)
+-> batch`. These helpers call the same functions once, jitted, with a fixed
+key (so a test's batch is repeatable), and bring the batch back to the host.
+"""
+import jax
+
+
+def draw(trainer, name, data, carry, seed=0):
+  """One batch of network `name` ('value', 'policy', 'joint') from `data` and `carry`."""
+  supervised = trainer._trainers[name]
+  spec = supervised.spec
+  prepare_fn = getattr(spec, 'prepare_fn', None)
+
+  def batch(data, key, carry, variables):
+    if prepare_fn is not None:
+      key, prepare_key = jax.random.split(key)
+      data = prepare_fn(data, prepare_key, carry)
+    return spec.batch_fn(data, key, carry, variables)
+
+  return jax.device_get(jax.jit(batch)(data, jax.random.PRNGKey(seed), carry,
+                                       supervised.variables))
+
+
+def value_batch(trainer, seed=0):
+  """A ValueBatch of an ActorCriticTrainer or ValueAgent: every stored epoch, with
+  the current target network (`trainer._target`) and online value network."""
+  return draw(trainer, 'value', trainer.task.slice_data(), trainer._target, seed)
+
+
+def policy_batch(trainer, seed=0):
+  """A policy batch of a PolicyTrainer from the data and carry its policy trains on."""
+  return draw(trainer, 'policy', trainer.policy_data(), trainer.policy_carry(), seed)
