@@ -9,7 +9,8 @@ holds a checkpoint and the file named by the env kwarg `gate` does not exist:
   RLTask.env_kwargs = {'gate': '/abs/path/gate'}
 
 So a run checkpoints its first epoch and then stops inside its second, however
-fast or loaded the machine is: a test that interrupts a sweep always finds the
+fast or loaded the machine is, and leaves a marker `<gate>.waiting-<pid>` once
+it is held (`waiting(gate)`), so a test signals it only then: a test that interrupts a sweep always finds the
 run midway, not finished. Creating the gate file lets every run go on (a
 resumed run too: the path is in the config, the file on disk). A gate never
 opened fails the run after GATE_TIMEOUT_S, so a broken test cannot hang CI.
@@ -61,6 +62,11 @@ def wait_at_gate(gate):
     return
   if not _has_checkpoint(_run_dir()):
     return
+  # Says that this process is held here, past everything its checkpoint did
+  # (orbax may still be finishing a save when the step folder appears): a
+  # test signals the run only once it sees this file (waiting_marker).
+  with open(f'{gate}.waiting-{os.getpid()}', 'w'):
+    pass
   deadline = time.monotonic() + GATE_TIMEOUT_S
   while not os.path.exists(gate):
     if time.monotonic() > deadline:
@@ -69,6 +75,12 @@ def wait_at_gate(gate):
                          'stopped this run')
     time.sleep(_POLL_S)
   _opened.add(gate)
+
+
+def waiting(gate):
+  """Whether some run is held at `gate` (the markers wait_at_gate leaves)."""
+  folder, name = os.path.split(os.path.abspath(gate))
+  return any(entry.startswith(name + '.waiting-') for entry in os.listdir(folder))
 
 
 class GatedCartPole(CartPoleEnv):

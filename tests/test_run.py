@@ -23,6 +23,8 @@ import run_helpers
 from run_helpers import REINFORCE
 from run_helpers import ROOT
 from run_helpers import TINY
+import sweep_gate
+
 
 def snapshot(folder):
   return run_helpers.snapshot(folder, ignore=('.lock',))
@@ -115,12 +117,15 @@ def gated_config(tmp_path):
   return gate, gated
 
 
-def wait_for_checkpoint(proc, out, epoch):
+def wait_for_checkpoint(proc, out, epoch, gate):
+  """Waits until the run has checkpoint `epoch` and is held at `gate` (past its save)."""
   checkpoint = out / 'checkpoints' / str(epoch)
   deadline = time.time() + 180
-  while not checkpoint.exists() and proc.poll() is None and time.time() < deadline:
+  while (not (checkpoint.exists() and sweep_gate.waiting(gate)) and proc.poll() is None
+         and time.time() < deadline):
     time.sleep(0.05)
   assert proc.poll() is None and checkpoint.exists(), 'the run never reached its checkpoint'
+  assert sweep_gate.waiting(gate), 'the run never reached the gate'
 
 
 def test_sigkill_mid_run_then_resume_is_bit_exact(tmp_path):
@@ -135,7 +140,7 @@ def test_sigkill_mid_run_then_resume_is_bit_exact(tmp_path):
   proc = subprocess.Popen([sys.executable, '-m', 'rl.run', *flags, f'--output_dir={killed}'],
                           cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   # Held at the gate inside epoch 5, past the epoch-4 checkpoint.
-  wait_for_checkpoint(proc, killed, 4)
+  wait_for_checkpoint(proc, killed, 4, gate)
   proc.send_signal(signal.SIGKILL)
   proc.wait()
   assert [r['epoch'] for r in read_metrics(killed)] == [1, 2, 3, 4]
@@ -169,7 +174,7 @@ def test_ctrl_c_says_where_the_run_stopped_and_rerun_resumes(tmp_path):
           *[f'--config={b}' for b in TINY]]
   proc = subprocess.Popen([sys.executable, '-m', 'rl.run', *args], cwd=ROOT,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-  wait_for_checkpoint(proc, out, 1)
+  wait_for_checkpoint(proc, out, 1, gate)
   proc.send_signal(signal.SIGINT)
   _, stderr = proc.communicate(timeout=120)
   assert proc.returncode == 130, stderr

@@ -18,6 +18,7 @@ from run_helpers import REINFORCE
 from run_helpers import ROOT
 from run_helpers import TINY_WITHOUT_ENVS
 from run_helpers import snapshot
+import sweep_gate
 
 TINY = TINY_WITHOUT_ENVS  # the sweep below sets RLTask.n_envs
 
@@ -245,16 +246,18 @@ def gated_config(tmp_path):
   return config, gate
 
 
-def wait_until_a_run_is_midway(out, sweep, timeout=300):
+def wait_until_a_run_is_midway(out, sweep, gate, timeout=300):
   """A good run with a checkpoint that has not logged its last epoch; None if none was seen.
 
-  With gated_config's gate closed such a run stays midway, so this cannot miss it.
+  With gated_config's gate closed such a run stays midway, so this cannot miss it;
+  it is returned once a run is held at the gate, past its checkpoint's save.
   """
   deadline = time.monotonic() + timeout
   while time.monotonic() < deadline and sweep.poll() is None:
     for seed in (0, 1):
       run_dir = out / f'RLTask.n_envs=4/seed_{seed}'
-      if has_checkpoint(run_dir) and len(epochs_logged(run_dir)) < 3:
+      if (has_checkpoint(run_dir) and len(epochs_logged(run_dir)) < 3
+          and sweep_gate.waiting(gate)):
         return run_dir
     time.sleep(0.05)
   return None
@@ -282,7 +285,7 @@ def test_sweep_interrupted_resumed_with_a_failing_point(backend, tmp_path, reque
   sweep = subprocess.Popen([sys.executable, '-m', 'launch.sweep', *args], cwd=ROOT, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   try:
-    midway = wait_until_a_run_is_midway(out, sweep)
+    midway = wait_until_a_run_is_midway(out, sweep, gate)
     if midway is None:
       sweep.kill()
     sweep.send_signal(signal.SIGINT)
