@@ -1,6 +1,7 @@
 """What several test files share: the tiny REINFORCE run and folder snapshots."""
 import hashlib
 import os
+import signal
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REINFORCE = os.path.join(ROOT, 'configs', 'reinforce_cartpole.gin')
@@ -30,3 +31,14 @@ def snapshot(folder, ignore=()):
       with open(path, 'rb') as f:
         out[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
   return out
+
+
+def default_sigint():
+  """A Popen preexec_fn giving the child the default SIGINT disposition.
+
+  A test run from a background job of a non-interactive shell (`cmd &` in a
+  script) inherits SIGINT ignored, and so would the child it signals, which
+  then never stops; with the default disposition its Python turns SIGINT
+  into KeyboardInterrupt as a user's Ctrl-C would.
+  """
+  signal.signal(signal.SIGINT, signal.SIG_DFL)

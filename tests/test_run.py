@@ -173,7 +173,8 @@ def test_ctrl_c_says_where_the_run_stopped_and_rerun_resumes(tmp_path):
   args = [f'--config_file={REINFORCE}', f'--config_file={gated}', f'--output_dir={out}',
           *[f'--config={b}' for b in TINY]]
   proc = subprocess.Popen([sys.executable, '-m', 'rl.run', *args], cwd=ROOT,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=run_helpers.default_sigint)
   wait_for_checkpoint(proc, out, 1, gate)
   proc.send_signal(signal.SIGINT)
   _, stderr = proc.communicate(timeout=120)

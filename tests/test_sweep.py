@@ -17,6 +17,7 @@ from launch import sweep as sweep_lib
 from run_helpers import REINFORCE
 from run_helpers import ROOT
 from run_helpers import TINY_WITHOUT_ENVS
+from run_helpers import default_sigint
 from run_helpers import snapshot
 import sweep_gate
 
@@ -283,7 +284,8 @@ def test_sweep_interrupted_resumed_with_a_failing_point(backend, tmp_path, reque
   # gate is closed: the runs wait after their first checkpoint, so the sweep
   # cannot finish before the interrupt, whatever the machine's load.
   sweep = subprocess.Popen([sys.executable, '-m', 'launch.sweep', *args], cwd=ROOT, env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=default_sigint)
   try:
     midway = wait_until_a_run_is_midway(out, sweep, gate)
     if midway is None:
