@@ -6,8 +6,8 @@ few epochs checkpoint. Evaluation comes *after* training — a departure from th
 reference, whose eval saw the policy before the epoch's update — so the last
 logged eval is the policy in the last checkpoint.
 
-Construction is explicit (see RLTrainer): configuration, then networks, then
-compiled functions. Acting is a pure function of (params, ActingState, obs);
+Construction is explicit (see RLTrainer): configuration, then the networks
+and the functions that use them. Acting is a pure function of (params, ActingState, obs);
 training draws every batch on the device inside one compiled call per network
 and epoch (rl.supervised.trainer.fused_epoch).
 """
@@ -152,17 +152,16 @@ class HostPolicy:
 class _BuiltAfterConfiguration(type):
   """Builds a trainer once every constructor in its class chain has run.
 
-  Construction has three explicit phases: every `__init__` only checks and
+  Construction has two explicit phases: every `__init__` only checks and
   stores its configuration (in any order relative to `super().__init__`),
-  then `build_networks()` makes the networks and their supervised trainers,
-  then `build_functions()` compiles what reads both. No constructor can see
-  a half-configured trainer.
+  then `build_networks()` makes the networks, their supervised trainers and
+  the jitted functions that read them, with the whole configuration in
+  place. No constructor can see a half-configured trainer.
   """
 
   def __call__(cls, *args, **kwargs):
     trainer = super().__call__(*args, **kwargs)
     trainer.build_networks()
-    trainer.build_functions()
     return trainer
 
 
@@ -241,9 +240,6 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
   def build_networks(self):
     """Makes the networks and their supervised trainers; ends with set_acting_model."""
     raise NotImplementedError(f'{type(self).__name__} is a base class, not a trainer')
-
-  def build_functions(self):
-    """Compiles the functions that need the networks (after build_networks)."""
 
   # -- acting -----------------------------------------------------------------------
 
