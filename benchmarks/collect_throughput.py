@@ -28,6 +28,7 @@ import numpy as np  # noqa: E402
 
 from rl import distributions  # noqa: E402
 from rl import envs as envs_lib  # noqa: E402
+from rl import keys  # noqa: E402
 from rl import models  # noqa: E402
 from rl.task import RLTask  # noqa: E402
 from rl.trainers.actor_critic import A2C  # noqa: E402
@@ -88,8 +89,8 @@ class FloorLoop:
     dist = distributions.create_distribution(self._env.single_action_space)
     model = models.Policy(policy_distribution=dist)
     example = np.zeros((1, 1) + space.shape, space.dtype)
-    self._params = models.init_variables(model, jax.random.PRNGKey(seed), example)['params']
-    self._key = jax.random.PRNGKey(seed)
+    self._params = models.init_variables(model, keys.seed_key(seed), example)['params']
+    self._key = keys.seed_key(seed)
 
     def act(params, obs, key):
       dist_inputs = model.apply({'params': params}, obs[:, None])[:, -1]

@@ -29,6 +29,7 @@ import jax  # noqa: E402
 import optax  # noqa: E402
 
 from rl import run as run_lib  # noqa: E402,F401  (registers the configurables)
+from rl import keys as rl_keys  # noqa: E402
 from rl import slices  # noqa: E402
 from rl.task import RLTask  # noqa: E402
 
@@ -107,7 +108,7 @@ def floor_inputs(trainer, name, n_steps):
   """
   supervised = trainer._trainers[name]  # pylint: disable=protected-access
   spec = supervised.spec
-  keys = jax.random.split(jax.random.PRNGKey(0), n_steps)
+  keys = jax.random.split(rl_keys.seed_key(0), n_steps)
   if name == 'value':  # DQN
     target = supervised.variables
     sample = functools.partial(

@@ -17,6 +17,7 @@ import ast
 import contextlib
 import difflib
 import fcntl
+import importlib
 import inspect
 import logging
 import math
@@ -24,6 +25,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import time
 
 from absl import app
@@ -590,6 +592,32 @@ def execute(config_files, bindings, output_dir=None, seed=None, allow_config_cha
   return trainer
 
 
+# Modules a run needs only after its first epoch (the metrics writer's
+# TensorBoard events, the first checkpoint), so none of them is imported at
+# start-up; prefetch_imports loads them meanwhile.
+DEFERRED_IMPORTS = ('tensorboardX', 'orbax.checkpoint')
+
+
+def prefetch_imports(modules):
+  """Imports `modules` on a background thread; returns the thread.
+
+  The main thread spends the first epoch mostly in XLA's compiler and the
+  env loop, which release the GIL, so the imports (tenths of a second each)
+  run alongside instead of after them. Python's import lock makes a main
+  thread that needs a module early wait for the import in flight. A module
+  that fails to import is left to fail where it is used, with its error.
+  """
+  def load():
+    for name in modules:
+      try:
+        importlib.import_module(name)
+      except Exception:  # pylint: disable=broad-except
+        pass
+  thread = threading.Thread(target=load, name='rl-prefetch-imports')
+  thread.start()
+  return thread
+
+
 def mark_time(event):
   """Appends '<event> <wall seconds>' to $RL_TIMING_FILE, if set (for benchmarks/startup.py)."""
   path = os.environ.get(TIMING_ENV_VAR)
@@ -671,6 +699,7 @@ def main(argv):
     sys.exit(2)
   # Before anything compiles: nothing is compiled at import time.
   compilation_cache.configure(FLAGS.compilation_cache_dir, 'rl.run')
+  prefetch_imports(DEFERRED_IMPORTS)
   try:
     execute(FLAGS.config_file, FLAGS.config, FLAGS.output_dir, FLAGS.seed,
             FLAGS.allow_config_change)

@@ -29,6 +29,7 @@ import jax
 import numpy as np
 
 from rl import envs as envs_lib
+from rl import keys
 from rl import slices
 from rl.advantages import discounted_returns
 from rl.errors import ConfigError
@@ -503,7 +504,7 @@ class RLTask:
     max_slice_length (None: whole trajectories, padded to the next power of
     two of the longest); padding has mask 0.
     """
-    key = jax.random.PRNGKey(int(self._rng.integers(0, 2**31 - 1)))
+    key = keys.seed_key(int(self._rng.integers(0, 2**31 - 1)))
     data = self.slice_data(epochs, whole_trajectories=max_slice_length is None)
     fields = _sample_jit(data, key, batch_size, max_slice_length,
                          min_slice_length, margin, sample_trajectories_uniformly)

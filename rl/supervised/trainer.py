@@ -47,6 +47,7 @@ import optax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from rl import keys
 from rl.errors import ConfigError
 from rl.errors import NonFiniteLossError
 
@@ -232,17 +233,16 @@ class Trainer:
 
     if example_inputs is None:
       example_inputs = inputs_fn(next(self._get_stream()))
-    # One compiled init: op-by-op initialisers (orthogonal's QR) cost seconds.
-    variables = jax.jit(model.init)(jax.random.PRNGKey(seed), *example_inputs)
-    variables = flax.core.unfreeze(variables)
-    params = variables.pop('params')
-    state = {
-        'params': params,
-        'model_state': variables,
-        'opt_state': tx.init(params),
-        'step': jnp.zeros((), jnp.int32),
-    }
-    self._state = self._replicate(state)
+    def initial_state(key, *inputs):
+      variables = flax.core.unfreeze(model.init(key, *inputs))
+      params = variables.pop('params')
+      return {'params': params, 'model_state': variables, 'opt_state': tx.init(params),
+              'step': jnp.zeros((), jnp.int32)}
+    # The whole state in one compiled call: op by op, the initialisers
+    # (orthogonal's QR) cost seconds, and every optimizer-state leaf of a new
+    # shape would compile its own small program.
+    self._state = self._replicate(jax.jit(initial_state)(keys.seed_key(seed),
+                                                         *example_inputs))
     self.spec = EpochSpec(model.apply, loss_fn, tx, lr_schedule, inputs_fn, batch_fn, prepare_fn,
                           after_step, after_chunk, batch_sharding)
     # No buffer donation: target networks and acting models hold references to
@@ -321,7 +321,7 @@ class Trainer:
                stack(evals, n_eval_steps) if evals else None)
     start = time.perf_counter()
     self._state, _, _, result = self._epoch(
-        self._state, None, jax.random.PRNGKey(0), None, stacked, n_chunks=1,
+        self._state, None, keys.seed_key(0), None, stacked, n_chunks=1,
         steps_per_chunk=n_steps, n_eval_steps=n_eval_steps)
     results = self._results(result, n_steps, start)
     if self._checkpointer is not None:

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rl import keys
 from rl import metrics as metrics_lib
 from rl.errors import ConfigError
 
@@ -230,7 +231,7 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     self.epoch = 0
     self.history = []
     self._trainers = {}  # name -> supervised.Trainer, checkpointed together
-    seed_key = jax.random.PRNGKey(task.seed)
+    seed_key = keys.seed_key(task.seed)
     self._acting = ActingState(seed_key, {})
     # Draws the training batches (and any sampling inside the losses' inputs).
     self.train_key = jax.random.fold_in(seed_key, 2)
@@ -359,7 +360,7 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     n_episodes = n_episodes or self._n_eval_episodes
     temperatures = list(self._eval_temperatures)
     index = temperatures.index(temperature) if temperature in temperatures else len(temperatures)
-    key = jax.random.fold_in(jax.random.PRNGKey(self.task.seed), 1_000_003 * epoch + index)
+    key = jax.random.fold_in(keys.seed_key(self.task.seed), 1_000_003 * epoch + index)
     return self.task.evaluate(self.eval_policy(temperature, key), n_episodes,
                               self.eval_seed(epoch), video_path=video_path)
 
@@ -469,8 +470,8 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     arrays = {
         'task': task_arrays,
         'trainers': {name: t.state_dict() for name, t in self._trainers.items()},
-        'collect': {'key': self._acting.key, 'model_state': self._acting.model_state},
-        'train_key': self.train_key,
+        'collect': {'key': keys.to_data(self._acting.key), 'model_state': self._acting.model_state},
+        'train_key': keys.to_data(self.train_key),
         'extra': self._extra_arrays(),
     }
     meta = {'epoch': self.epoch, 'history': self.history, 'task': task_meta}
@@ -483,8 +484,8 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     model_state = jax.tree_util.tree_map(
         lambda t, r: jnp.asarray(r, dtype=t.dtype), self._acting.model_state,
         dict(arrays['collect'].get('model_state', {})))
-    self._acting = ActingState(jnp.asarray(arrays['collect']['key']), model_state)
-    self.train_key = jnp.asarray(arrays['train_key'])
+    self._acting = ActingState(keys.from_data(arrays['collect']['key'], 'collection key'), model_state)
+    self.train_key = keys.from_data(arrays['train_key'], 'training key')
     self._load_extra_arrays(arrays.get('extra', {}))
     self.epoch = int(meta['epoch'])
     self.history = list(meta['history'])

@@ -1,0 +1,35 @@
+"""rl.keys: the runner's typed keys and their checkpoint form."""
+import jax
+import numpy as np
+import pytest
+
+from rl import keys
+from rl.errors import ConfigError
+
+
+def test_seed_key_is_a_typed_key_of_the_runner_impl_and_deterministic():
+  key = keys.seed_key(3)
+  assert jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+  assert str(jax.random.key_impl(key)) == str(jax.random.key_impl(jax.random.key(0, impl=keys.IMPL)))
+  a = jax.random.uniform(keys.seed_key(3), (4,))
+  b = jax.random.uniform(keys.seed_key(3), (4,))
+  c = jax.random.uniform(keys.seed_key(4), (4,))
+  np.testing.assert_array_equal(a, b)
+  assert not np.array_equal(a, c)
+
+
+def test_checkpoint_form_round_trips_to_the_same_stream():
+  key = jax.random.fold_in(keys.seed_key(7), 2)
+  data = keys.to_data(key)
+  assert isinstance(data, np.ndarray) and data.dtype == np.uint32
+  restored = keys.from_data(data)
+  np.testing.assert_array_equal(jax.random.normal(restored, (5,)), jax.random.normal(key, (5,)))
+
+
+def test_a_key_of_another_implementation_is_refused_with_one_line():
+  old = np.asarray(jax.random.key_data(jax.random.key(0, impl='threefry2x32')))
+  with pytest.raises(ConfigError) as info:
+    keys.from_data(old, 'training key')
+  message = str(info.value)
+  assert 'training key' in message and 'new --output_dir' in message
+  assert '\n' not in message
