@@ -1,6 +1,14 @@
 """Install `rl`: a gin-configured JAX experiment runner for reinforcement learning."""
 from setuptools import find_packages, setup
 
+# The optional envs' packages, one extra each (rl.envs names the extra an env
+# lacks). Not gymnasium's own extras: its box2d extra also brings pygame-ce, which
+# clashes with the video extra's pygame, and its atari extra lacks OpenCV.
+ATARI = ["ale-py>=0.12.1,<0.13", "opencv-python-headless>=5.0,<6"]
+MINATAR = ["minatar>=1.0.15,<2"]
+MUJOCO = ["mujoco>=3.12,<3.16"]
+BOX2D = ["box2d>=2.3.10,<2.4"]
+
 setup(
     name="rl",
     version="0.1.0",
@@ -31,8 +39,21 @@ setup(
         # rl.evaluate --video: gymnasium's RecordVideo writes mp4 through moviepy (which
         # brings its own ffmpeg); the classic-control envs draw their frames with pygame.
         "video": ["moviepy>=2.1,<3", "pygame>=2.5"],
+        # Atari 2600 games (ALE/*-v5): the Arcade Learning Environment, which ships the
+        # ROMs; gymnasium's AtariPreprocessing resizes frames with OpenCV (headless: no
+        # GUI libraries needed).
+        "atari": ATARI,
+        # MinAtar/*-v0, -v1: the MinAtar games (it registers them with gymnasium).
+        "minatar": MINATAR,
+        # gymnasium's MuJoCo envs (HalfCheetah-v5, ...). 3.16 deprecates an attribute of
+        # gymnasium 1.4's models (settotalmass) and warns about it on every env built.
+        "mujoco": MUJOCO,
+        # gymnasium's Box2D envs (LunarLander-v3, BipedalWalker-v3): pybox2d, which has
+        # wheels (box2d-py needs swig and a compiler). Their renderers use the video
+        # extra's pygame.
+        "box2d": BOX2D,
         # The tests cover all of the above.
         "test": ["pytest>=8", "matplotlib>=3.8", "ray>=2.40,<3", "moviepy>=2.1,<3",
-                 "pygame>=2.5"],
+                 "pygame>=2.5"] + ATARI + MINATAR + MUJOCO + BOX2D,
     },
 )

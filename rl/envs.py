@@ -6,29 +6,55 @@ with a suggestion, before anything is written to the output folder.
 import collections
 import contextlib
 import difflib
+import importlib
 import importlib.util
+import io
 import pickle
 import re
+import sys
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.envs.registration import load_env_creator
 from gymnasium.envs.registration import parse_env_id
 from gymnasium.vector import AutoresetMode
+from gymnasium.utils import EzPickle
 from gymnasium.wrappers import RecordVideo
 
 from rl.errors import ConfigError
 
 VIDEO_INSTALL_HINT = "pip install '.[video]'"
 
-# Env namespaces that a package registers when it is imported: namespace ->
-# (its pip name, its module).
-NAMESPACE_PACKAGES = {'ALE': ('ale-py', 'ale_py'), 'MinAtar': ('minatar', 'minatar')}
+# The extras of setup.py that install the packages of optional envs, keyed by
+# the module their entry points live in (the first match of a prefix wins).
+ENTRY_POINT_EXTRAS = {
+    'ale_py': 'atari',
+    'minatar': 'minatar',
+    'gymnasium.envs.box2d': 'box2d',
+    'gymnasium.envs.mujoco': 'mujoco',
+}
+
+# Env namespaces that an optional package registers: namespace -> (the extra
+# that installs it, the module to import, and the function of that module that
+# registers the envs, or None where importing it does). gymnasium 1.x loads no
+# plugins, so the first use of a namespace imports its package here: a gin
+# config needs no `import ale_py`.
+NAMESPACE_PACKAGES = {
+    'ALE': ('atari', 'ale_py', None),
+    'MinAtar': ('minatar', 'minatar.gym', 'register_envs'),
+}
+
+
+def install_hint(extra):
+  """The pip command that installs one of setup.py's extras."""
+  return f"pip install '.[{extra}]'"
 
 
 def check_env_id(env_id):
   """Raises ConfigError if `env_id` is unknown: close ids of its namespace, or its package."""
   if not isinstance(env_id, str):
     raise ConfigError(f"RLTask.env must be a gymnasium env id string, got {env_id!r}.")
+  _register_namespace(env_id)
   try:
     gym.spec(env_id)
   except gym.error.NamespaceNotFound:
@@ -67,6 +93,29 @@ def _similar_ids(env_id):
   return ids
 
 
+def _register_namespace(env_id):
+  """Imports the package that registers `env_id`'s namespace, where we know it and it is unused.
+
+  Raises:
+    ConfigError: the package is not installed (the line names its extra).
+  """
+  try:
+    namespace = parse_env_id(env_id)[0]
+  except gym.error.Error:
+    return  # malformed: check_env_id says so
+  if namespace not in NAMESPACE_PACKAGES or any(
+      spec.namespace == namespace for spec in gym.registry.values()):
+    return
+  extra, module, register = NAMESPACE_PACKAGES[namespace]
+  if importlib.util.find_spec(module.split('.')[0]) is None:
+    raise ConfigError(
+        f"env {env_id!r} needs the {extra} extra, which is not installed (its package "
+        f"registers the env namespace {namespace!r}); {install_hint(extra)}.")
+  package = importlib.import_module(module)
+  if register is not None:
+    getattr(package, register)()
+
+
 def _unknown_namespace(env_id):
   """The error line for an id whose namespace nothing registered: which package would."""
   namespace = parse_env_id(env_id)[0]
@@ -75,17 +124,19 @@ def _unknown_namespace(env_id):
     return (f"unknown env id {env_id!r}: no installed package registers the env namespace "
             f"{namespace!r} (registered: {', '.join(known)}); install the package that "
             "does and import it in the gin config, or set RLTask.env to a registered id.")
-  pip_name, module = NAMESPACE_PACKAGES[namespace]
-  if importlib.util.find_spec(module) is None:
-    return (f"unknown env id {env_id!r}: the env namespace {namespace!r} is registered by "
-            f"the {pip_name} package, which is not installed; pip install {pip_name}.")
-  return (f"unknown env id {env_id!r}: the env namespace {namespace!r} is registered by "
-          f"the {pip_name} package, which is installed but not imported; add the line "
-          f"`import {module}` to the gin config.")
+  # _register_namespace imported the package, and it registered nothing there.
+  extra, module, _ = NAMESPACE_PACKAGES[namespace]
+  return (f"unknown env id {env_id!r}: the installed {module} registers no env namespace "
+          f"{namespace!r}; reinstall the {extra} extra: {install_hint(extra)}.")
 
 
-def make_vector_env(env_id, n_envs, env_kwargs=None, time_limit=None, video_folder=None):
+def make_vector_env(env_id, n_envs, env_kwargs=None, time_limit=None, video_folder=None,
+                    wrappers=()):
   """A synchronous vector env of `n_envs` copies of `env_id`.
+
+  Each copy is `gymnasium.make(env_id, **env_kwargs)` (with `time_limit` as
+  its max_episode_steps) wrapped in `wrappers`, functions env -> wrapped env,
+  innermost first (rl.wrappers.env_wrappers).
 
   SAME_STEP autoreset: a finished sub-env is reset inside the same `step` call
   and its last observation is handed over in info['final_obs']. That keeps one
@@ -108,6 +159,8 @@ def make_vector_env(env_id, n_envs, env_kwargs=None, time_limit=None, video_fold
       frames or a missing video package.
   """
   check_env_id(env_id)
+  if extra_for(env_id) == 'atari':
+    _quiet_ale()
   kwargs = dict(env_kwargs or {})
   if time_limit is not None:
     kwargs['max_episode_steps'] = int(time_limit)
@@ -119,12 +172,10 @@ def make_vector_env(env_id, n_envs, env_kwargs=None, time_limit=None, video_fold
   try:
     vector_env = gym.make_vec(
         env_id, num_envs=n_envs, vectorization_mode='sync',
-        vector_kwargs={'autoreset_mode': AutoresetMode.SAME_STEP}, **kwargs)
+        vector_kwargs={'autoreset_mode': AutoresetMode.SAME_STEP}, wrappers=list(wrappers),
+        **kwargs)
   except gym.error.DependencyNotInstalled as e:
-    # e.g. LunarLander-v3 without box2d. gymnasium's message names the
-    # missing package and the pip command that installs it.
-    raise ConfigError(f"env {env_id!r} needs a package that is not installed: "
-                      f"{' '.join(str(e).split()).rstrip('.')}.") from None
+    raise _missing_package(env_id, e) from None
   except TypeError as e:
     if video_folder is not None and 'render_mode' in str(e):
       # An env that declares no render_modes and takes no render_mode.
@@ -149,6 +200,39 @@ def make_vector_env(env_id, n_envs, env_kwargs=None, time_limit=None, video_fold
     vector_env.close()
     raise
   return vector_env
+
+
+def _missing_package(env_id, error):
+  """The ConfigError for gymnasium's DependencyNotInstalled while building `env_id`.
+
+  e.g. LunarLander-v3 without box2d. gymnasium's message names its own extras
+  (and swig for box2d, which our box2d wheel does not need); where the env
+  comes with one of ours, the line names that instead.
+  """
+  extra = extra_for(env_id)
+  if extra is None:
+    # gymnasium's message names the missing package and its pip command.
+    return ConfigError(f"env {env_id!r} needs a package that is not installed: "
+                       f"{' '.join(str(error).split()).rstrip('.')}.")
+  reason = re.split(r'[,;(]', str(error))[0].strip() or type(error).__name__
+  return ConfigError(f"env {env_id!r} needs a package that is not installed ({reason}); "
+                     f"install the {extra} extra: {install_hint(extra)}.")
+
+
+def _quiet_ale():
+  """Keeps the ALE from printing its banner on stderr, where errors must stand alone on one line."""
+  import ale_py  # pylint: disable=import-outside-toplevel
+  ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
+
+
+def extra_for(env_id):
+  """The extra of setup.py that installs what `env_id` needs; None if it needs none of ours."""
+  entry_point = gym.spec(env_id).entry_point
+  module = entry_point if isinstance(entry_point, str) else getattr(entry_point, '__module__', '')
+  for prefix, extra in ENTRY_POINT_EXTRAS.items():
+    if module == prefix or module.startswith((prefix + '.', prefix + ':')):
+      return extra
+  return None
 
 
 def _declared_render_modes(env_id):
@@ -189,14 +273,86 @@ def video_errors(env_id):
 def dump_env_state(vector_env):
   """Pickles the sub-envs (physics state and their RNGs) for an exact resume.
 
-  Returns None for envs that cannot be pickled (e.g. some simulators); the
+  Returns None for envs whose state cannot be saved (e.g. Box2D's); the
   caller then resets them on resume, which is correct but not bit-exact.
   """
+  buffer = io.BytesIO()
   try:
-    return pickle.dumps(vector_env.envs)
+    _EnvPickler(buffer, pickle.HIGHEST_PROTOCOL).dump(vector_env.envs)
   except Exception:  # pylint: disable=broad-except
     return None
+  return buffer.getvalue()
 
 
 def load_env_state(vector_env, blob):
   vector_env.envs = pickle.loads(blob)
+
+
+class _EnvPickler(pickle.Pickler):
+  """Pickles envs with their state, also those whose own pickling would drop it.
+
+  gymnasium's EzPickle envs (ALE, MuJoCo, Box2D) pickle only their constructor
+  arguments: unpickled, they are new envs at the start of a game, and a resume
+  from them would join the running episode to another one without a word.
+  Those whose simulator can save its state (ALE, MuJoCo) are pickled as their
+  constructor arguments plus that state; the others (Box2D) cannot be saved.
+  """
+
+  def reducer_override(self, obj):
+    if not isinstance(obj, EzPickle):
+      return NotImplemented
+    saver = _simulator_saver(obj)
+    if saver is None:
+      raise pickle.PicklingError(f'cannot save the state of {type(obj).__name__}')
+    save, restore = saver
+    env_state = {name: getattr(obj, name) for name in _ENV_ATTRIBUTES if hasattr(obj, name)}
+    # EzPickle's own record of the constructor's arguments.
+    args, kwargs = obj._ezpickle_args, obj._ezpickle_kwargs  # pylint: disable=protected-access
+    return _rebuild_env, (type(obj), args, kwargs, env_state, restore, save(obj))
+
+
+# gymnasium.Env's own state: its generator (no-op starts, MuJoCo's reset noise)
+# and what gymnasium.make set on it.
+_ENV_ATTRIBUTES = ('_np_random', '_np_random_seed', 'spec')
+
+
+def _simulator_saver(env):
+  """(save, restore) of an EzPickle env's simulator state, or None where we cannot save it."""
+  if hasattr(getattr(env, 'ale', None), 'cloneState'):
+    return _save_ale, _restore_ale
+  mujoco = sys.modules.get('mujoco')
+  if mujoco is not None and isinstance(getattr(env, 'model', None), mujoco.MjModel):
+    return _save_mujoco, _restore_mujoco
+  return None
+
+
+def _rebuild_env(cls, args, kwargs, env_state, restore, simulator_state):
+  env = cls(*args, **kwargs)
+  for name, value in env_state.items():
+    setattr(env, name, value)
+  restore(env, simulator_state)
+  return env
+
+
+def _save_ale(env):
+  # With the RNG: sticky actions draw from it.
+  return env.ale.cloneState(include_rng=True)
+
+
+def _restore_ale(env, state):
+  env.ale.restoreState(state)
+
+
+def _save_mujoco(env):
+  import mujoco  # pylint: disable=import-outside-toplevel
+  # Everything mj_step reads, the solver's warm start included: the positions
+  # and velocities alone give other numbers a few steps on.
+  spec = mujoco.mjtState.mjSTATE_INTEGRATION
+  state = np.empty(mujoco.mj_stateSize(env.model, spec))
+  mujoco.mj_getState(env.model, env.data, state, spec)
+  return state
+
+
+def _restore_mujoco(env, state):
+  import mujoco  # pylint: disable=import-outside-toplevel
+  mujoco.mj_setState(env.model, env.data, state, mujoco.mjtState.mjSTATE_INTEGRATION)

@@ -31,6 +31,7 @@ import numpy as np
 from rl import envs as envs_lib
 from rl import keys
 from rl import slices
+from rl import wrappers as wrappers_lib
 from rl.advantages import discounted_returns
 from rl.errors import ConfigError
 
@@ -151,6 +152,17 @@ class RLTask:
       env's registered limit). None: the env's own limit.
     initial_trajectories: random-policy trajectories collected into epoch 0
       before training (useful for off-policy trainers; 0 = none).
+    num_stacked_frames: each observation is the env's last this many frames
+      (observations), concatenated on their last axis: 84x84x1 Atari frames
+      give 84x84x4 with 4. The first observation of an episode fills the
+      stack. Any env with Box observations; 1 = no stacking.
+    atari_preprocessing: wrap every env (training and eval) in the Atari
+      preprocessing that the gin configurable `atari_preprocessing` sets up
+      (no-op starts, frame skip 4 with the ALE env made with frameskip=1,
+      max-pool over the last two frames, 84x84x1 grayscale uint8, and for
+      training only reward clipping and optionally episodes that end on a
+      lost life); for ALE envs. `time_limit` then counts agent steps. The
+      logged train and eval returns stay the games' unclipped scores.
     n_replay_epochs: how many of the latest epochs the buffer keeps.
     seed: seeds env resets, random actions and slice sampling; trainers derive
       their keys from it too. Same seed and config give the same numbers.
@@ -159,8 +171,13 @@ class RLTask:
 
   def __init__(self, env=gin.REQUIRED, env_kwargs=None, n_envs=8, gamma=0.99,
                max_steps=None, time_limit=None, initial_trajectories=0,
+               num_stacked_frames=1, atari_preprocessing=False,
                n_replay_epochs=1, seed=0, dist_inputs_size=1):
     envs_lib.check_env_id(env)
+    if isinstance(num_stacked_frames, bool) or not isinstance(num_stacked_frames, int) or (
+        num_stacked_frames < 1):
+      raise ConfigError(f'RLTask.num_stacked_frames must be an integer >= 1 (1: no stacking), '
+                        f'got {num_stacked_frames!r}.')
     if n_envs < 1:
       raise ConfigError(f'RLTask.n_envs must be >= 1, got {n_envs}.')
     if n_replay_epochs < 1:
@@ -175,9 +192,16 @@ class RLTask:
     self._n_replay_epochs = int(n_replay_epochs)
     self._initial_trajectories = int(initial_trajectories)
     self._rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0]))
+    self.num_stacked_frames = num_stacked_frames
+    self._atari = wrappers_lib.atari_preprocessing() if atari_preprocessing else None
+    if self._atari is not None:
+      self._env_kwargs = wrappers_lib.atari_env_kwargs(env, self._env_kwargs)
 
-    self._env = envs_lib.make_vector_env(env, self.n_envs, self._env_kwargs, time_limit)
+    self._env, self._game_returns = self._make_env(self.n_envs, training=True)
     self.observation_space = self._env.single_observation_space
+    # The space of one frame: where frames are stacked, the top wrapper's.
+    self.frame_observation_space = getattr(
+        self._env.envs[0], 'frame_space', self.observation_space)
     if not isinstance(self.observation_space, OBSERVATION_SPACES):
       self._env.close()
       supported = ', '.join(space.__name__ for space in OBSERVATION_SPACES)
@@ -204,6 +228,21 @@ class RLTask:
     self.resume_warning = None
 
   # -- setup ------------------------------------------------------------------
+
+  def _make_env(self, n_envs, training, video_folder=None):
+    """A vector env of `n_envs` wrapped envs, and whether it reports game returns in its infos.
+
+    Training and eval envs differ only in the training-only wrappers (reward
+    clipping, episodes ending on a lost life); see rl.wrappers.
+    """
+    wrappers, game_returns = wrappers_lib.env_wrappers(
+        self._atari, self.num_stacked_frames, training, self.time_limit)
+    # Under Atari preprocessing the time limit is a wrapper above the frame
+    # skip, so it counts agent steps as everything else here does.
+    time_limit = None if self._atari is not None else self.time_limit
+    env = envs_lib.make_vector_env(self.env_name, n_envs, self._env_kwargs, time_limit,
+                                   video_folder=video_folder, wrappers=wrappers)
+    return env, game_returns
 
   def set_dist_inputs_size(self, size):
     """Called by the trainer once it knows its policy's output width."""
@@ -278,7 +317,9 @@ class RLTask:
 
     Returns:
       dict with 'episode_returns' (undiscounted returns of the episodes that
-      ended in this call), 'env_steps' and 'n_trajectories' (stored).
+      ended in this call: whole games with their unclipped scores, however
+      the training envs clip rewards or split games), 'env_steps' and
+      'n_trajectories' (stored).
     """
     if (n_trajectories is None) == (n_interactions is None):
       raise ConfigError('give exactly one of n_trajectories_per_epoch and '
@@ -337,9 +378,20 @@ class RLTask:
         final_obs = info['final_obs'][j] if ended[j] else next_obs[j]
         self._flush(j, final_obs, bool(terminated[j]), finished)
         if ended[j]:
-          episode_returns.append(float(self._episode_return[j]))
-          self._episode_return[j] = 0.0
+          self._end_episode(j, info, episode_returns)
     self._obs = next_obs
+
+  def _end_episode(self, j, info, episode_returns):
+    """Records the return of env j's episode that just ended, if it ended a game."""
+    if self._game_returns:
+      # The stored rewards are clipped or the game goes on after this
+      # episode: the game's own return comes from the wrapper that saw it all.
+      final_info = info['final_info']
+      if final_info.get('_' + wrappers_lib.GAME_RETURN, np.zeros(self.n_envs, bool))[j]:
+        episode_returns.append(float(final_info[wrappers_lib.GAME_RETURN][j]))
+    else:
+      episode_returns.append(float(self._episode_return[j]))
+    self._episode_return[j] = 0.0
 
   def _flush(self, j, final_obs, terminated, into):
     """Moves env j's running segment into `into`; its next segment starts now."""
@@ -403,8 +455,7 @@ class RLTask:
       return self._evaluate_recorded(policy_fn, n_episodes, reset_seed, video_path)
     env = self._eval_envs.get(n_episodes)
     if env is None:
-      env = envs_lib.make_vector_env(self.env_name, n_episodes, self._env_kwargs,
-                                     self.time_limit)
+      env, _ = self._make_env(n_episodes, training=False)
       self._eval_envs[n_episodes] = env
     return self._play(env, policy_fn, n_episodes, reset_seed)
 
@@ -419,8 +470,7 @@ class RLTask:
       recording = os.path.join(tmp, 'video')
       with envs_lib.video_errors(self.env_name):
         # Not cached: the recorder records only its env's first episode.
-        env = envs_lib.make_vector_env(self.env_name, n_episodes, self._env_kwargs,
-                                       self.time_limit, video_folder=recording)
+        env, _ = self._make_env(n_episodes, training=False, video_folder=recording)
         try:
           returns = self._play(env, policy_fn, n_episodes, reset_seed)
         except BaseException:
