@@ -592,10 +592,14 @@ def execute(config_files, bindings, output_dir=None, seed=None, allow_config_cha
   return trainer
 
 
-# Modules a run needs only after its first epoch (the metrics writer's
-# TensorBoard events, the first checkpoint), so none of them is imported at
-# start-up; prefetch_imports loads them meanwhile.
-DEFERRED_IMPORTS = ('tensorboardX', 'orbax.checkpoint')
+# Modules a run imports on its way, in the order it needs them, loaded ahead
+# by prefetch_imports: scipy's BLAS and LAPACK bindings, which jaxlib loads
+# (a quarter of a second, with scipy) when it first lowers a QR, i.e. the
+# orthogonal initialisers of the networks; then what the run needs only after
+# its first epoch (the metrics writer's TensorBoard events, the first
+# checkpoint), which is therefore not imported at start-up.
+PREFETCHED_IMPORTS = ('scipy.linalg.cython_blas', 'scipy.linalg.cython_lapack', 'tensorboardX',
+                    'orbax.checkpoint')
 
 
 def prefetch_imports(modules):
@@ -699,7 +703,7 @@ def main(argv):
     sys.exit(2)
   # Before anything compiles: nothing is compiled at import time.
   compilation_cache.configure(FLAGS.compilation_cache_dir, 'rl.run')
-  prefetch_imports(DEFERRED_IMPORTS)
+  prefetch_imports(PREFETCHED_IMPORTS)
   try:
     execute(FLAGS.config_file, FLAGS.config, FLAGS.output_dir, FLAGS.seed,
             FLAGS.allow_config_change)
