@@ -33,3 +33,11 @@ def test_a_key_of_another_implementation_is_refused_with_one_line():
   message = str(info.value)
   assert 'training key' in message and 'new --output_dir' in message
   assert '\n' not in message
+
+
+def test_seed_and_folded_makes_the_same_keys_as_op_by_op():
+  for seed, data in ((0, 2), (5, 1_000_003 * 7 + 1)):
+    key, folded = keys.seed_and_folded(seed, data)
+    np.testing.assert_array_equal(keys.to_data(key), keys.to_data(keys.seed_key(seed)))
+    np.testing.assert_array_equal(
+        keys.to_data(folded), keys.to_data(jax.random.fold_in(keys.seed_key(seed), data)))

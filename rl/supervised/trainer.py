@@ -233,16 +233,15 @@ class Trainer:
 
     if example_inputs is None:
       example_inputs = inputs_fn(next(self._get_stream()))
-    def initial_state(key, *inputs):
-      variables = flax.core.unfreeze(model.init(key, *inputs))
+    def initial_state(seed, *inputs):
+      variables = flax.core.unfreeze(model.init(jax.random.key(seed, impl=keys.IMPL), *inputs))
       params = variables.pop('params')
       return {'params': params, 'model_state': variables, 'opt_state': tx.init(params),
               'step': jnp.zeros((), jnp.int32)}
     # The whole state in one compiled call: op by op, the initialisers
     # (orthogonal's QR) cost seconds, and every optimizer-state leaf of a new
     # shape would compile its own small program.
-    self._state = self._replicate(jax.jit(initial_state)(keys.seed_key(seed),
-                                                         *example_inputs))
+    self._state = self._replicate(jax.jit(initial_state)(np.int32(seed), *example_inputs))
     self.spec = EpochSpec(model.apply, loss_fn, tx, lr_schedule, inputs_fn, batch_fn, prepare_fn,
                           after_step, after_chunk, batch_sharding)
     # No buffer donation: target networks and acting models hold references to

@@ -231,10 +231,10 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     self.epoch = 0
     self.history = []
     self._trainers = {}  # name -> supervised.Trainer, checkpointed together
-    seed_key = keys.seed_key(task.seed)
+    # The collection key is the seed's; the training key draws the training
+    # batches (and any sampling inside the losses' inputs).
+    seed_key, self.train_key = keys.seed_and_folded(task.seed, 2)
     self._acting = ActingState(seed_key, {})
-    # Draws the training batches (and any sampling inside the losses' inputs).
-    self.train_key = jax.random.fold_in(seed_key, 2)
 
   # -- construction -----------------------------------------------------------------
 
@@ -360,7 +360,7 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     n_episodes = n_episodes or self._n_eval_episodes
     temperatures = list(self._eval_temperatures)
     index = temperatures.index(temperature) if temperature in temperatures else len(temperatures)
-    key = jax.random.fold_in(keys.seed_key(self.task.seed), 1_000_003 * epoch + index)
+    _, key = keys.seed_and_folded(self.task.seed, 1_000_003 * epoch + index)
     return self.task.evaluate(self.eval_policy(temperature, key), n_episodes,
                               self.eval_seed(epoch), video_path=video_path)
 
