@@ -13,6 +13,11 @@ window W (start positions 0, 1, ...); the `margin` extra rows at the end of
 a slice only serve to bootstrap. Trajectories are drawn in proportion to
 their slice counts (or uniformly), then a start uniformly; a slice is padded
 to `length` >= W rows with mask 0.
+
+Stacked observations (RLTask.num_stacked_frames > 1) are stored one frame per
+row (rl.frames): a SliceData then holds the frames apart and each row the
+indices of its observation's frames, and every gather of rows rebuilds
+their observations (`observations`, and `sample` for its slices).
 """
 import math
 from typing import Any
@@ -22,16 +27,27 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-# The smallest padded row capacity; capacities are MIN_ROWS * 4^k.
+from rl import frames as frames_lib
+
+# The smallest padded row capacity; capacities are MIN_ROWS * 4^k up to
+# FINE_ROWS, then powers of two.
 MIN_ROWS = 1024
 GROWTH = 4
+# Above this, a 4x step would pad a large replay buffer to up to 4 times its
+# size (e.g. 300k pixel rows to 1M); doubling halves that at the price of a
+# few more recompiles over a run, and every bucket up to here stays as it was.
+FINE_ROWS = MIN_ROWS * GROWTH ** 3
 
 
 def capacity(n_rows):
-  """The padded row count for `n_rows` rows: the smallest MIN_ROWS * GROWTH^k >= n_rows."""
+  """The padded row count for `n_rows` rows.
+
+  The smallest MIN_ROWS * GROWTH^k >= n_rows up to FINE_ROWS, above it the
+  smallest power of two.
+  """
   size = MIN_ROWS
   while size < n_rows:
-    size *= GROWTH
+    size *= GROWTH if size < FINE_ROWS else 2
   return size
 
 
@@ -55,26 +71,50 @@ class SliceData:
     whole-trajectory slices are wanted (else None); static, so their shape
     is known at trace time, and None otherwise so that a new longest
     trajectory does not recompile samplers that never read it.
+  frames: None: rows['observation'] holds each row's observation. Else
+    [capacity, *frame] the stored frames (rl.frames: each row's newest
+    frame, then the trajectories' context frames), and instead of
+    'observation' rows['frame_index'] [capacity, n] holds the frames of
+    each row's observation, oldest first; read observations with
+    `observations` (or `sample`).
   """
   rows: Any
   row_end: jax.Array
   traj_start: jax.Array
   traj_rows: jax.Array
   max_rows: Any = flax.struct.field(pytree_node=False, default=None)
+  frames: Any = None
 
 
-def pad(rows, traj_start, traj_rows, whole_trajectories=False):
+def pad(rows, traj_start, traj_rows, whole_trajectories=False, context=None,
+        traj_context=None, n_stacked=1):
   """Numpy epoch arrays -> a SliceData of numpy arrays padded to the capacity bucket.
 
   whole_trajectories: also record `max_rows` for whole-trajectory slices.
+  context, traj_context, n_stacked: for stacked observations stored as frames
+  (rl.frames; rows['observation'] then holds each row's newest frame): the
+  trajectories' context frames [K, *frame], how many each has, and the
+  frames per observation. The capacity then holds the K context frames too.
   """
   n = len(rows['mask'])
-  size = capacity(n)
+  stacked = context is not None
+  size = capacity(n + (len(context) if stacked else 0))
   padded = {}
   for name, column in rows.items():
+    if stacked and name == 'observation':
+      continue
     out = np.zeros((size,) + column.shape[1:], column.dtype)
     out[:n] = column
     padded[name] = out
+  frames = None
+  if stacked:
+    frame_shape = rows['observation'].shape[1:]
+    frames = np.zeros((size,) + frame_shape, rows['observation'].dtype)
+    frames[:n] = rows['observation']
+    frames[n:n + len(context)] = context
+    padded['frame_index'] = np.zeros((size, n_stacked), np.int32)
+    padded['frame_index'][:n] = frames_lib.frame_indices(traj_start, traj_rows, traj_context,
+                                                         n, n_stacked)
   row_end = np.zeros(size, np.int32)
   row_end[:n] = np.repeat(np.asarray(traj_start) + np.asarray(traj_rows), traj_rows)
   starts = np.zeros(size // 2, np.int32)
@@ -84,7 +124,19 @@ def pad(rows, traj_start, traj_rows, whole_trajectories=False):
   max_rows = None
   if whole_trajectories:
     max_rows = whole_window(int(np.max(traj_rows)) if len(traj_rows) else 2)
-  return SliceData(padded, row_end, starts, counts, max_rows)
+  return SliceData(padded, row_end, starts, counts, max_rows, frames)
+
+
+def observations(data, index=None):
+  """The observations of rows `index` (an int array of any shape; None: all rows), pure.
+
+  Stored observations are gathered; stacked ones rebuilt from their frames.
+  """
+  if data.frames is None:
+    column = data.rows['observation']
+    return column if index is None else column[index]
+  frame_index = data.rows['frame_index']
+  return frames_lib.stack(data.frames, frame_index if index is None else frame_index[index])
 
 
 def windows(data, columns, width):
@@ -152,7 +204,14 @@ def sample(data, key, batch_size, window=None, length=None, margin=0, uniform=Fa
   index = jnp.where(valid, data.traj_start[traj][:, None] + offset, 0)
   fields = {}
   for name, column in data.rows.items():
-    taken = column[index]
-    keep = valid.reshape(valid.shape + (1,) * (taken.ndim - 2))
-    fields[name] = jnp.where(keep, taken, jnp.zeros((), taken.dtype))
+    if name != 'frame_index':
+      fields[name] = _keep(column[index], valid)
+  if data.frames is not None:
+    fields['observation'] = _keep(observations(data, index), valid)
   return fields
+
+
+def _keep(taken, valid):
+  """`taken` [B, L, ...] where `valid` [B, L], zeros elsewhere."""
+  keep = valid.reshape(valid.shape + (1,) * (taken.ndim - 2))
+  return jnp.where(keep, taken, jnp.zeros((), taken.dtype))

@@ -12,6 +12,12 @@ worth nothing more). All trajectories of an epoch
 live in flat numpy arrays with `traj_start` offsets, so slices of many
 trajectories are gathered with one fancy-indexing operation per field.
 
+Stacked observations (num_stacked_frames > 1) are stored one frame per row,
+plus a few context frames per trajectory (rl.frames), and rebuilt on the
+device whenever rows are gathered (rl.slices): a step of 84x84x4 Atari
+observations costs one 84x84 frame, not four. Acting still sees the env's
+stacked observations.
+
 Collection. All `n_envs` envs step together with one batched policy call per
 step. Episodes that are still running when an epoch's quota is met carry over
 to the next epoch (their data stays in the running buffers), so no episode is
@@ -29,6 +35,7 @@ import jax
 import numpy as np
 
 from rl import envs as envs_lib
+from rl import frames as frames_lib
 from rl import keys
 from rl import slices
 from rl import wrappers as wrappers_lib
@@ -48,14 +55,28 @@ _sample_jit = jax.jit(slices.sample, static_argnums=(2, 3, 4, 5, 6))
 OBSERVATION_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
                       gym.spaces.MultiBinary)
 
+# Rows per env the running segments start with. They grow when a segment
+# gets longer: an episode cap can be tens of thousands of steps that few
+# segments reach, and preallocating it for every env would cost gigabytes of
+# Atari frames. Every shipped config's cap fits, so their buffers never grow.
+_INITIAL_SEGMENT_ROWS = 1024
+
 
 class EpochData:
-  """The trajectories of one epoch, as flat row arrays plus offsets."""
+  """The trajectories of one epoch, as flat row arrays plus offsets.
 
-  def __init__(self, rows, traj_start, traj_rows):
+  With stacked observations stored as frames (rl.frames), rows['observation']
+  holds each row's newest frame, `context` [K, *frame] the trajectories'
+  context frames in trajectory order and `traj_context` [n] how many of
+  them each trajectory has; without stacking both are None.
+  """
+
+  def __init__(self, rows, traj_start, traj_rows, context=None, traj_context=None):
     self.rows = rows  # dict field -> [R, ...]
     self.traj_start = traj_start  # [n] first row of each trajectory
     self.traj_rows = traj_rows  # [n] rows of each trajectory (steps + 1)
+    self.context = context
+    self.traj_context = traj_context
 
   @property
   def n_trajectories(self):
@@ -72,15 +93,33 @@ class EpochData:
     offsets = np.cumsum([0] + [len(p.rows['mask']) for p in parts[:-1]])
     rows = {f: np.concatenate([p.rows[f] for p in parts]) for f in _ROW_FIELDS}
     starts = np.concatenate([p.traj_start + o for p, o in zip(parts, offsets)])
-    return cls(rows, starts, np.concatenate([p.traj_rows for p in parts]))
+    context = traj_context = None
+    if parts[0].context is not None:
+      context = np.concatenate([p.context for p in parts])
+      traj_context = np.concatenate([p.traj_context for p in parts])
+    return cls(rows, starts, np.concatenate([p.traj_rows for p in parts]), context,
+               traj_context)
+
+  @property
+  def nbytes(self):
+    """Bytes of all its arrays."""
+    return sum(v.nbytes for v in self.state().values())
 
   def state(self):
-    return dict(self.rows, traj_start=self.traj_start, traj_rows=self.traj_rows)
+    state = dict(self.rows, traj_start=self.traj_start, traj_rows=self.traj_rows)
+    if self.context is not None:
+      state.update(context=self.context, traj_context=self.traj_context)
+    return state
 
   @classmethod
   def from_state(cls, state):
+    context = traj_context = None
+    if 'traj_context' in state:
+      context = np.asarray(state['context'])
+      traj_context = np.asarray(state['traj_context'])
     return cls({f: np.asarray(state[f]) for f in _ROW_FIELDS},
-               np.asarray(state['traj_start']), np.asarray(state['traj_rows']))
+               np.asarray(state['traj_start']), np.asarray(state['traj_rows']), context,
+               traj_context)
 
 
 class _RunningSegments:
@@ -90,17 +129,27 @@ class _RunningSegments:
   is a few contiguous row writes (per-env scattered writes cost several times
   more in the collect loop). Env j's running segment spans global steps
   start[j] .. step; it is gathered only when it is flushed. `size` exceeds the
-  longest possible segment, so no segment is overwritten while it runs.
+  longest running segment (the task grows the ring before one would wrap),
+  so no segment is overwritten while it runs.
+
+  With stacked observations `obs` holds each step's newest frame and
+  `context[j]` the older frames of the observation that env j's running
+  segment started with (rl.frames); else `obs` holds the observations and
+  `context` is None.
   """
 
-  def __init__(self, n_envs, capacity, obs_space, act_shape, act_dtype, n_dist_inputs):
+  def __init__(self, n_envs, capacity, frame_space, act_shape, act_dtype, n_dist_inputs,
+               context_shape=None):
     size = capacity + 1
     self.step = 0
     self.start = np.zeros(n_envs, np.int64)
-    self.obs = np.zeros((size, n_envs) + obs_space.shape, obs_space.dtype)
+    self.obs = np.zeros((size, n_envs) + frame_space.shape, frame_space.dtype)
     self.action = np.zeros((size, n_envs) + tuple(act_shape), act_dtype)
     self.reward = np.zeros((size, n_envs), np.float32)
     self.dist_inputs = np.zeros((size, n_envs, n_dist_inputs), np.float32)
+    self.context = None
+    if context_shape is not None:
+      self.context = np.zeros((n_envs,) + tuple(context_shape), frame_space.dtype)
 
   @property
   def size(self):
@@ -116,7 +165,7 @@ class _RunningSegments:
     return (self.start[j] + np.arange(self.step - self.start[j] + 1)) % self.size
 
   def grow(self):
-    """Doubles the ring (only for envs without any step cap), keeping every live row."""
+    """Doubles the ring, keeping every live row."""
     old, new = self.size, 2 * self.size
     live = np.arange(max(0, self.step - old + 1), self.step + 1)
     for name in ('obs', 'action', 'reward', 'dist_inputs'):
@@ -126,12 +175,16 @@ class _RunningSegments:
       setattr(self, name, grown)
 
   def state(self):
-    return {'step': np.array(self.step), 'start': self.start, 'obs': self.obs,
-            'action': self.action, 'reward': self.reward, 'dist_inputs': self.dist_inputs}
+    state = {'step': np.array(self.step), 'start': self.start, 'obs': self.obs,
+             'action': self.action, 'reward': self.reward, 'dist_inputs': self.dist_inputs}
+    if self.context is not None:
+      state['context'] = self.context
+    return state
 
   def load_state(self, state):
     self.step = int(state['step'])
-    for name in ('start', 'obs', 'action', 'reward', 'dist_inputs'):
+    names = ('start', 'obs', 'action', 'reward', 'dist_inputs')
+    for name in names + (('context',) if self.context is not None else ()):
       setattr(self, name, np.array(state[name]))
 
 
@@ -155,7 +208,9 @@ class RLTask:
     num_stacked_frames: each observation is the env's last this many frames
       (observations), concatenated on their last axis: 84x84x1 Atari frames
       give 84x84x4 with 4. The first observation of an episode fills the
-      stack. Any env with Box observations; 1 = no stacking.
+      stack. Any env with Box observations; 1 = no stacking. The buffers
+      store each frame once and rebuild the stacks when rows are gathered
+      (rl.frames).
     atari_preprocessing: wrap every env (training and eval) in the Atari
       preprocessing that the gin configurable `atari_preprocessing` sets up
       (no-op starts, frame skip 4 with the ALE env made with frameskip=1,
@@ -209,6 +264,10 @@ class RLTask:
           f'env {env!r} has the observation space {self.observation_space}, which is not '
           f'supported (supported: {supported}); pick another env, or register one whose '
           'observations are flattened (gymnasium.wrappers.FlattenObservation).')
+    # What a step stores of its observation: the newest frame when stacked.
+    self._frame_channels = None
+    if num_stacked_frames > 1:
+      self._frame_channels = self.frame_observation_space.shape[-1]
     self.action_space = self._env.single_action_space
     spec_limit = self._env.envs[0].spec.max_episode_steps if self._env.envs[0].spec else None
     self._episode_cap = time_limit or spec_limit
@@ -222,7 +281,6 @@ class RLTask:
     self._segments = None
     self._obs = None
     self._episode_return = np.zeros(self.n_envs, np.float64)
-    self._merged_cache = {}
     self._device_cache = {}
     # Set when a resume could not restore the envs exactly (said in the run's log).
     self.resume_warning = None
@@ -260,18 +318,38 @@ class RLTask:
   def _ensure_started(self):
     if self._segments is not None:
       return
-    capacity = self.max_steps or self._episode_cap or 1000
+    cap = self.max_steps or self._episode_cap
+    capacity = min(int(cap or 1000), _INITIAL_SEGMENT_ROWS)
+    # Under a cap that the ring holds every segment is flushed by the time it
+    # fills the ring, and the collect loop skips the check.
+    self._may_grow = not cap or cap > capacity
     act_shape = self.action_space.shape or ()
+    context_shape = None
+    if self._frame_channels is not None:
+      shape = self.observation_space.shape
+      context_shape = shape[:-1] + (shape[-1] - self._frame_channels,)
     self._segments = _RunningSegments(
-        self.n_envs, int(capacity), self.observation_space, act_shape,
-        self.action_space.dtype, self._dist_inputs_size)
-    # With a step cap every segment is flushed by the time it fills its buffer.
-    self._may_grow = not (self.max_steps or self._episode_cap)
+        self.n_envs, capacity, self.frame_observation_space, act_shape,
+        self.action_space.dtype, self._dist_inputs_size, context_shape)
     space = self.action_space
     self._clip = (space.low, space.high) if hasattr(space, 'low') else None
     obs, _ = self._env.reset(seed=self.seed)
     self._obs = obs
-    self._segments.obs[0] = obs
+    self._segments.obs[0] = self._frame(obs)
+    self._begin_segments(slice(None), obs)
+
+  def _frame(self, obs):
+    """What the running segments store of observations: the newest frame when stacked."""
+    if self._frame_channels is None:
+      return obs
+    return frames_lib.newest(obs, self._frame_channels)
+
+  def _begin_segments(self, envs, obs):
+    """The running segments of `envs` (an index) start now, with observations `obs`."""
+    seg = self._segments
+    seg.start[envs] = seg.step
+    if seg.context is not None:
+      seg.context[envs] = obs[..., :obs.shape[-1] - self._frame_channels]
 
   def random_policy(self, obs):
     """Uniform random discrete actions drawn from the task's generator (reproducible).
@@ -339,7 +417,7 @@ class RLTask:
       for j in np.nonzero(self._segments.length > 0)[0]:
         # The episode goes on in the next epoch from the same observation,
         # which is already the first row of its new segment.
-        self._flush(j, self._obs[j], terminated=False, into=finished)
+        self._flush(j, self._obs[j], terminated=False, into=finished, next_obs=self._obs[j])
     else:
       while len(finished) < n_trajectories:
         self._step(policy_fn, finished, episode_returns)
@@ -367,7 +445,7 @@ class RLTask:
     seg.step += 1
     # For an env that just ended this is its reset observation: the first row
     # of its next segment (its final observation comes from info).
-    seg.obs[seg.step % seg.size] = next_obs
+    seg.obs[seg.step % seg.size] = self._frame(next_obs)
     self._episode_return += rewards
     ended = terminated | truncated
     flush = ended
@@ -376,7 +454,7 @@ class RLTask:
     if flush.any():
       for j in np.nonzero(flush)[0]:
         final_obs = info['final_obs'][j] if ended[j] else next_obs[j]
-        self._flush(j, final_obs, bool(terminated[j]), finished)
+        self._flush(j, final_obs, bool(terminated[j]), finished, next_obs[j])
         if ended[j]:
           self._end_episode(j, info, episode_returns)
     self._obs = next_obs
@@ -393,13 +471,13 @@ class RLTask:
       episode_returns.append(float(self._episode_return[j]))
     self._episode_return[j] = 0.0
 
-  def _flush(self, j, final_obs, terminated, into):
-    """Moves env j's running segment into `into`; its next segment starts now."""
+  def _flush(self, j, final_obs, terminated, into, next_obs):
+    """Moves env j's running segment into `into`; its next segment starts now, at `next_obs`."""
     seg = self._segments
     rows = seg.rows(j)
     steps = len(rows) - 1
     obs = seg.obs[rows, j]
-    obs[steps] = final_obs
+    obs[steps] = self._frame(final_obs)
     done = np.zeros(steps + 1, np.float32)
     done[steps - 1] = float(terminated)
     mask = np.ones(steps + 1, np.float32)
@@ -411,7 +489,7 @@ class RLTask:
     reward[steps] = 0.0
     dist_inputs = seg.dist_inputs[rows, j]
     dist_inputs[steps] = 0.0
-    into.append({
+    trajectory = {
         'observation': obs,
         'action': action,
         'reward': reward,
@@ -419,14 +497,22 @@ class RLTask:
         'mask': mask,
         'dist_inputs': dist_inputs,
         'return_': discounted_returns(reward, done, self.gamma).astype(np.float32),
-    })
-    seg.start[j] = seg.step
+    }
+    if seg.context is not None:
+      trajectory['context'] = frames_lib.context(seg.context[j], obs[0],
+                                                 self.num_stacked_frames)
+    into.append(trajectory)
+    self._begin_segments(j, next_obs)
 
   def _store(self, epoch_id, trajectories):
     lengths = np.array([len(t['mask']) for t in trajectories], np.int64)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
     rows = {f: np.concatenate([t[f] for t in trajectories]) for f in _ROW_FIELDS}
-    data = EpochData(rows, starts, lengths)
+    context = traj_context = None
+    if self._frame_channels is not None:
+      context = np.concatenate([t['context'] for t in trajectories])
+      traj_context = np.array([len(t['context']) for t in trajectories], np.int64)
+    data = EpochData(rows, starts, lengths, context, traj_context)
     if epoch_id in self.epochs:
       data = EpochData.concatenate([self.epochs[epoch_id], data])
     self.epochs[epoch_id] = data
@@ -434,7 +520,6 @@ class RLTask:
     # Exactly the last n_replay_epochs epochs stay (epoch 0 ages out like any other).
     for key in [k for k in self.epochs if k <= epoch_id - self._n_replay_epochs]:
       del self.epochs[key]
-    self._merged_cache.clear()
     self._device_cache = {}
 
   # -- evaluation ---------------------------------------------------------------
@@ -508,7 +593,8 @@ class RLTask:
 
   # -- sampling -----------------------------------------------------------------
 
-  def _selected(self, epochs):
+  def _chosen(self, epochs):
+    """The ids of the stored epochs that `epochs` selects (see `slice_data`), in order."""
     if not self.epochs:
       raise RuntimeError('no trajectories have been collected yet')
     keys = sorted(self.epochs)
@@ -519,12 +605,11 @@ class RLTask:
       chosen = sorted({e if e >= 0 else last + 1 + e for e in epochs} & set(keys))
       if not chosen:
         raise RuntimeError(f'none of the epochs {epochs} is in the buffer {keys}')
-    cache_key = tuple(chosen)
-    merged = self._merged_cache.get(cache_key)
-    if merged is None:
-      merged = EpochData.concatenate([self.epochs[k] for k in chosen])
-      self._merged_cache[cache_key] = merged
-    return merged
+    return tuple(chosen)
+
+  def _selected(self, epochs):
+    """The selected epochs' trajectories as one EpochData."""
+    return EpochData.concatenate([self.epochs[k] for k in self._chosen(epochs)])
 
   def slice_data(self, epochs=None, whole_trajectories=False):
     """The trajectories of `epochs` on the device, padded (rl.slices.SliceData).
@@ -533,16 +618,18 @@ class RLTask:
     the newest); None means every stored epoch. whole_trajectories: for
     slices of whole trajectories (records the longest). The padded copy is
     made and moved to the device once per selection and kept until the
-    buffer changes.
+    buffer changes; the merged host copy is not kept (for a large replay it
+    would double the host memory).
     """
-    data = self._selected(epochs)
-    cache_key = (id(data), whole_trajectories)
+    cache_key = (self._chosen(epochs), whole_trajectories)
     cached = self._device_cache.get(cache_key)
-    if cached is None or cached[0] is not data:
-      padded = slices.pad(data.rows, data.traj_start, data.traj_rows, whole_trajectories)
-      cached = (data, jax.device_put(padded))
+    if cached is None:
+      data = self._selected(epochs)
+      cached = jax.device_put(slices.pad(
+          data.rows, data.traj_start, data.traj_rows, whole_trajectories, data.context,
+          data.traj_context, self.num_stacked_frames))
       self._device_cache[cache_key] = cached
-    return cached[1]
+    return cached
 
   def sample_batch(self, batch_size, epochs=None, max_slice_length=None,
                    min_slice_length=None, margin=0, sample_trajectories_uniformly=False):
@@ -597,7 +684,6 @@ class RLTask:
       self._episode_return = np.array(arrays['episode_return'])
     else:
       self._restart_episodes()
-    self._merged_cache.clear()
     self._device_cache = {}
 
   def _restart_episodes(self):
@@ -611,8 +697,9 @@ class RLTask:
     seed = np.random.SeedSequence([self.seed, 2, self.n_interactions]).generate_state(1)[0]
     obs, _ = self._env.reset(seed=int(seed))
     seg = self._segments
-    seg.start[:] = seg.step  # empty segments: the next step starts each one
-    seg.obs[seg.step % seg.size] = obs
+    # Empty segments: the next step starts each one.
+    seg.obs[seg.step % seg.size] = self._frame(obs)
+    self._begin_segments(slice(None), obs)
     self._obs = obs
     self._episode_return = np.zeros(self.n_envs, np.float64)
     self.resume_warning = (

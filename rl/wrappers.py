@@ -135,8 +135,9 @@ def env_wrappers(atari, num_stacked_frames, training, time_limit=None):
     if atari.clip_rewards:
       wrappers.append(ClipReward)
   if num_stacked_frames > 1:
-    # Last: a later change will store each frame once and stack on sampling,
-    # which needs the stack to be the outermost observation change.
+    # Last: the task stores each frame once and rebuilds the stacks when rows
+    # are gathered (rl.frames), which needs the stack to be the outermost
+    # observation change.
     wrappers.append(lambda env: StackFrames(env, num_stacked_frames))
   return wrappers, changes_rewards
 

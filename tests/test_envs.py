@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from rl import envs as envs_lib
+from rl import slices
 from rl.errors import ConfigError
 from rl.task import RLTask
 from run_helpers import ROOT
@@ -114,7 +115,7 @@ def test_stacked_vector_observations_are_the_last_frames_in_order():
   assert task.observation_space.shape == (12,)
   assert task.frame_observation_space.shape == (4,)
   task.collect(random_policy(task), n_interactions=6)
-  obs = task.epochs[1].rows['observation']
+  obs = np.asarray(slices.observations(task.slice_data()))
   first = obs[0]
   np.testing.assert_array_equal(first[:4], first[8:])  # the reset frame, repeated
   np.testing.assert_array_equal(obs[1, :8], obs[0, 4:])  # one frame on, in env 0's segment

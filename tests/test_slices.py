@@ -48,12 +48,15 @@ def draw(data, batch_size, window=None, length=None, margin=0, uniform=False, se
 
 # -- capacity buckets -------------------------------------------------------------------
 
-def test_capacities_are_min_rows_times_powers_of_four():
+def test_capacities_are_min_rows_times_powers_of_four_then_powers_of_two():
   assert slices.MIN_ROWS == 1024
   assert [slices.capacity(n) for n in (0, 1, 1024)] == [1024] * 3
   assert [slices.capacity(n) for n in (1025, 4096)] == [4096] * 2
   assert slices.capacity(4097) == 16384
-  assert slices.capacity(16384 * 4 + 1) == 16384 * 16
+  assert slices.capacity(16385) == 65536 == slices.FINE_ROWS
+  # Above FINE_ROWS a large buffer pads to at most twice its rows.
+  assert [slices.capacity(n) for n in (65537, 131073, 1_000_000)] == [2**17, 2**18, 2**20]
+  assert slices.capacity(2**20 + 1) == 2**21
 
 
 @pytest.mark.parametrize('n_steps, size', [(1023, 1024), (1024, 4096)])
@@ -166,3 +169,15 @@ def test_sample_under_jit_is_a_function_of_the_key(window):
   other = jax.jit(slices.sample, static_argnums=(2, 3, 4, 5, 6))(
       data, jax.random.PRNGKey(4), *args)
   assert any(not np.array_equal(np.asarray(first[n]), np.asarray(other[n])) for n in first)
+
+
+def test_the_capacity_does_not_change_what_is_drawn():
+  """A buffer drawn from at two capacities gives the same slices (the bucket is only room)."""
+  data = padded(STEPS)
+  grow = lambda x: np.concatenate([x, np.zeros((3 * len(x),) + x.shape[1:], x.dtype)])
+  bigger = slices.SliceData({k: grow(v) for k, v in data.rows.items()}, grow(data.row_end),
+                            grow(data.traj_start), grow(data.traj_rows))
+  for args in ((64, 3, 5, 1, False), (64, 2, None, 0, True)):
+    first, second = (draw(d, *args) for d in (data, bigger))
+    for name in first:
+      np.testing.assert_array_equal(first[name], second[name])

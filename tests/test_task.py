@@ -191,6 +191,18 @@ def test_running_buffers_grow_for_envs_without_a_step_cap():
     np.testing.assert_array_equal(traj['reward'][:-1], np.arange(1, 2501))
 
 
+def test_running_buffers_start_small_under_a_long_step_cap_and_grow():
+  # A 3,000-step time limit: the ring starts at 1,024 rows (+ 1) per env, not
+  # the cap's, and grows as the 2,500-step episodes get longer.
+  task = chain_task(env_kwargs={'length': 2500}, n_envs=2, time_limit=3000)
+  task._ensure_started()  # pylint: disable=protected-access
+  assert task._segments.size == 1025  # pylint: disable=protected-access
+  task.collect(constant_policy(), n_trajectories=2, epoch_id=1)
+  assert task._segments.size == 4100  # pylint: disable=protected-access
+  for traj in trajectories(task.epochs[1]):
+    np.testing.assert_array_equal(traj['observation'][:, 0], np.arange(2501))
+
+
 class _UnpicklableChainEnv(ChainEnv):
   """A Chain env that cannot be pickled (it holds a lock), like some simulators.
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from rl import envs as envs_lib
+from rl import slices
 from rl import wrappers
 from rl.errors import ConfigError
 from rl.task import RLTask
@@ -75,7 +76,9 @@ def test_pong_frames_are_84x84_grayscale_stacked_on_the_channel_axis():
   assert task.frame_observation_space.shape == (84, 84, 1)
   assert task.num_stacked_frames == 4
   task.collect(cycling_policy(task.action_space.n), n_interactions=40)
-  obs = task.epochs[1].rows['observation']
+  # Each row stores its newest frame; the stacks come back when rows are read.
+  assert task.epochs[1].rows['observation'].shape == (41, 84, 84, 1)
+  obs = np.asarray(slices.observations(task.slice_data()))[:41]
   assert obs.shape == (41, 84, 84, 4) and obs.dtype == np.uint8
   # Each step drops the oldest frame and appends the newest.
   np.testing.assert_array_equal(obs[1:, ..., :3], obs[:-1, ..., 1:])
