@@ -30,12 +30,15 @@ import numpy as np
 from rl import frames as frames_lib
 
 # The smallest padded row capacity; capacities are MIN_ROWS * 4^k up to
-# FINE_ROWS, then powers of two.
-MIN_ROWS = 1024
+# FINE_ROWS, then powers of two. 512: an on-policy epoch of 256 steps (and
+# its few final-observation rows) fits, and the per-chunk preparation, which
+# runs over every padded row, does not spend most of its time on padding.
+MIN_ROWS = 512
 GROWTH = 4
 # Above this, a 4x step would pad a large replay buffer to up to 4 times its
 # size (e.g. 300k pixel rows to 1M); doubling halves that at the price of a
-# few more recompiles over a run, and every bucket up to here stays as it was.
+# few more recompiles over a run. (Replay trainers reserve their full size
+# up front anyway: RLTask.reserve_rows.)
 FINE_ROWS = MIN_ROWS * GROWTH ** 3
 
 
@@ -87,7 +90,7 @@ class SliceData:
 
 
 def pad(rows, traj_start, traj_rows, whole_trajectories=False, context=None,
-        traj_context=None, n_stacked=1):
+        traj_context=None, n_stacked=1, min_rows=0):
   """Numpy epoch arrays -> a SliceData of numpy arrays padded to the capacity bucket.
 
   whole_trajectories: also record `max_rows` for whole-trajectory slices.
@@ -95,10 +98,11 @@ def pad(rows, traj_start, traj_rows, whole_trajectories=False, context=None,
   (rl.frames; rows['observation'] then holds each row's newest frame): the
   trajectories' context frames [K, *frame], how many each has, and the
   frames per observation. The capacity then holds the K context frames too.
+  min_rows: the capacity holds at least this many (RLTask.reserve_rows).
   """
   n = len(rows['mask'])
   stacked = context is not None
-  size = capacity(n + (len(context) if stacked else 0))
+  size = capacity(max(n + (len(context) if stacked else 0), min_rows))
   padded = {}
   for name, column in rows.items():
     if stacked and name == 'observation':

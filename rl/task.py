@@ -282,6 +282,7 @@ class RLTask:
     self._obs = None
     self._episode_return = np.zeros(self.n_envs, np.float64)
     self._device_cache = {}
+    self._reserved_rows = 0
     # Set when a resume could not restore the envs exactly (said in the run's log).
     self.resume_warning = None
 
@@ -314,6 +315,16 @@ class RLTask:
   @property
   def n_replay_epochs(self):
     return self._n_replay_epochs
+
+  def reserve_rows(self, n_rows):
+    """Pads the device buffers (slice_data) to at least `n_rows` rows from the start.
+
+    A replay buffer that fills over a run would otherwise pass through
+    several capacity buckets, and the training epoch that reads it would
+    compile once for each; reserved, it compiles once.
+    """
+    self._reserved_rows = int(n_rows)
+    self._device_cache = {}
 
   def _ensure_started(self):
     if self._segments is not None:
@@ -627,7 +638,7 @@ class RLTask:
       data = self._selected(epochs)
       cached = jax.device_put(slices.pad(
           data.rows, data.traj_start, data.traj_rows, whole_trajectories, data.context,
-          data.traj_context, self.num_stacked_frames))
+          data.traj_context, self.num_stacked_frames, min_rows=self._reserved_rows))
       self._device_cache[cache_key] = cached
     return cached
 

@@ -49,20 +49,20 @@ def draw(data, batch_size, window=None, length=None, margin=0, uniform=False, se
 # -- capacity buckets -------------------------------------------------------------------
 
 def test_capacities_are_min_rows_times_powers_of_four_then_powers_of_two():
-  assert slices.MIN_ROWS == 1024
-  assert [slices.capacity(n) for n in (0, 1, 1024)] == [1024] * 3
-  assert [slices.capacity(n) for n in (1025, 4096)] == [4096] * 2
-  assert slices.capacity(4097) == 16384
-  assert slices.capacity(16385) == 65536 == slices.FINE_ROWS
+  assert slices.MIN_ROWS == 512
+  assert [slices.capacity(n) for n in (0, 1, 512)] == [512] * 3
+  assert [slices.capacity(n) for n in (513, 2048)] == [2048] * 2
+  assert slices.capacity(2049) == 8192
+  assert slices.capacity(8193) == 32768 == slices.FINE_ROWS
   # Above FINE_ROWS a large buffer pads to at most twice its rows.
-  assert [slices.capacity(n) for n in (65537, 131073, 1_000_000)] == [2**17, 2**18, 2**20]
+  assert [slices.capacity(n) for n in (32769, 131073, 1_000_000)] == [2**16, 2**18, 2**20]
   assert slices.capacity(2**20 + 1) == 2**21
 
 
-@pytest.mark.parametrize('n_steps, size', [(1023, 1024), (1024, 4096)])
+@pytest.mark.parametrize('n_steps, size', [(511, 512), (512, 2048)])
 def test_pad_fills_the_bucket_with_zero_rows_and_empty_trajectories(n_steps, size):
-  # One trajectory of n_steps steps has n_steps + 1 rows: 1024 fit the first
-  # bucket exactly, 1025 need the next one.
+  # One trajectory of n_steps steps has n_steps + 1 rows: 512 fit the first
+  # bucket exactly, 513 need the next one.
   data = padded([n_steps])
   n_rows = n_steps + 1
   assert all(len(column) == size for column in data.rows.values())
@@ -82,7 +82,7 @@ STEPS = [2, 5, 1, 3]  # rows 3, 6, 2, 4
 @pytest.mark.parametrize('uniform', [False, True], ids=['by_slices', 'uniform'])
 def test_padding_trajectories_are_never_drawn(uniform):
   data = padded(STEPS)
-  assert len(data.traj_rows) == 512  # 4 real trajectories, 508 padding ones
+  assert len(data.traj_rows) == 256  # 4 real trajectories, 252 padding ones
   batch = draw(data, 4000, window=1, uniform=uniform)
   # Every slice starts on a real step of a real trajectory.
   assert set(batch['traj'][:, 0]) == {1, 2, 3, 4}

@@ -18,6 +18,7 @@ import pytest
 import batch_helpers
 from rl import advantages
 from rl import run as run_lib
+from rl import slices
 from rl.checkpoints import Checkpointer
 from rl.errors import ConfigError
 from rl.metrics import TIMING_KEYS
@@ -327,6 +328,22 @@ def test_replay_holds_exactly_n_replay_epochs(three_epochs):
   trainer, epochs = three_epochs
   assert trainer.task.n_replay_epochs == 2
   assert [e['buffer'] for e in epochs] == [[0], [0, 1], [1, 2], [2, 3]]
+
+
+def test_a_replay_is_padded_to_its_final_size_from_the_first_epoch():
+  gin.clear_config()
+  task = task_for('CartPole-v1')
+  # 300 epochs of 16 steps: 4,800 rows, the bucket of 8,192, from the first epoch.
+  trainer = DQN(task, n_replay_epochs=300, **TINY)
+  trainer.epoch = 1
+  trainer.run_epoch()
+  assert len(task.slice_data().row_end) == slices.capacity(300 * 16) == 8192
+  # A replay above MAX_RESERVED_ROWS grows with its contents instead.
+  gin.clear_config()
+  task = task_for('CartPole-v1')
+  big = 2 * value.ValueAgent.MAX_RESERVED_ROWS // 16
+  DQN(task, n_replay_epochs=big, **TINY)
+  assert task._reserved_rows == 0  # pylint: disable=protected-access
 
 
 def test_state_dict_round_trip_restores_the_target_network(three_epochs):

@@ -162,6 +162,7 @@ class _BuiltAfterConfiguration(type):
 
   def __call__(cls, *args, **kwargs):
     trainer = super().__call__(*args, **kwargs)
+    trainer.reserve_replay()
     trainer.build_networks()
     return trainer
 
@@ -237,6 +238,26 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     self._acting = ActingState(seed_key, {})
 
   # -- construction -----------------------------------------------------------------
+
+  # The largest replay reserved up front (rows). Padding costs every epoch
+  # what the reserved size costs, so a large replay (pixels, a million
+  # steps) grows with its contents instead.
+  MAX_RESERVED_ROWS = 2**17
+
+  def reserve_replay(self):
+    """Reserves a replay's final size in the task's device buffers, before training.
+
+    A buffer of n_replay_epochs > 1 epochs of n_interactions_per_epoch steps
+    ends up with n_replay_epochs * n_interactions_per_epoch steps (plus
+    final-observation rows, which the capacity bucket's rounding covers).
+    Reserved from the start, the training epoch compiles once for it rather
+    than at every capacity bucket the filling buffer would pass.
+    """
+    if self._n_interactions is None or self.task.n_replay_epochs < 2:
+      return
+    rows = self.task.n_replay_epochs * self._n_interactions
+    if rows <= self.MAX_RESERVED_ROWS:
+      self.task.reserve_rows(rows)
 
   def build_networks(self):
     """Makes the networks and their supervised trainers; ends with set_acting_model."""

@@ -26,6 +26,7 @@ through the loop and synced there), and regress Q(s_t, a_t) on them.
 import gin
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from rl import advantages as advantages_lib
 from rl import models
@@ -214,7 +215,10 @@ class ValueAgent(RLTrainer):
     self._margin = self._max_slice_length - 1
     self._sync_freq = int(sync_freq)
     self._value_scale = 1.0 / (1.0 - task.gamma) if scale_value_targets else 1.0
-    self._exploration_rate = (exploration_rate or default_exploration_rate)()
+    # One compiled call per epoch: evaluated op by op, the schedule's
+    # arithmetic compiled a small program for each operation (half a second
+    # of a cold start).
+    self._exploration_rate = jax.jit((exploration_rate or default_exploration_rate)())
     self._dist = EpsilonGreedy(self._n_actions)
 
   def build_networks(self):
@@ -236,7 +240,7 @@ class ValueAgent(RLTrainer):
 
   def exploration_rate(self, epoch):
     """epsilon of the collection in RL epoch `epoch` (a Python float)."""
-    return float(self._exploration_rate(int(epoch)))
+    return float(self._exploration_rate(np.int32(epoch)))
 
   def sampling_args(self, temperature):
     """Epsilon for `EpsilonGreedy.sample`: this epoch's at temperature > 0, else 0.
@@ -244,7 +248,7 @@ class ValueAgent(RLTrainer):
     Epsilon is a function of the epoch counter only, so a resumed run acts
     with exactly the epsilon the uninterrupted one would have used.
     """
-    return (jnp.float32(self.exploration_rate(self.epoch) if temperature > 0 else 0.0),)
+    return (np.float32(self.exploration_rate(self.epoch) if temperature > 0 else 0.0),)
 
   # -- batches and targets --------------------------------------------------------------
 
