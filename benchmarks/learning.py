@@ -72,6 +72,8 @@ REGISTRY = {
     'dqn_cartpole': (475, 100_000),
     'double_dqn_cartpole': (475, 100_000),
     'dqn_acrobot': (-100, 100_000),
+    'ppo_minatar_breakout': (7, 1_000_000),
+    'dqn_minatar_breakout': (7, 1_000_000),
 }
 
 
