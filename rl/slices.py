@@ -171,7 +171,23 @@ def windows(data, columns, width):
   return out
 
 
-def sample(data, key, batch_size, window=None, length=None, margin=0, uniform=False):
+def _slice_counts(traj_rows, window, margin):
+  """Slices of trajectories of `traj_rows` rows (0 rows: padding, no slice).
+
+  window None: whole-trajectory slices, one per trajectory.
+  """
+  real = traj_rows > 0
+  if window is None:
+    return real.astype(jnp.int32)
+  return jnp.where(real, jnp.maximum(1, traj_rows + margin - window), 0)
+
+
+def draw_table(data, window=None, margin=0):
+  """The cumulative slice counts of the trajectories, for `sample(..., cdf=...)` (pure)."""
+  return jnp.cumsum(_slice_counts(data.traj_rows, window, margin))
+
+
+def sample(data, key, batch_size, window=None, length=None, margin=0, uniform=False, cdf=None):
   """A dict field -> [batch_size, length, ...] of random slices (pure; jit-able).
 
   Args:
@@ -183,24 +199,25 @@ def sample(data, key, batch_size, window=None, length=None, margin=0, uniform=Fa
     length: rows the slices are padded to (>= window); None: the window.
     margin: rows after the trained positions that only bootstrap.
     uniform: draw trajectories uniformly instead of by their slice counts.
+    cdf: `draw_table(data, window, margin)`, computed once for many draws
+      (a replay's trajectory table is long, and its cumulative sum would
+      otherwise be recomputed for every batch); None computes it here.
   """
   rows = data.traj_rows
-  real = rows > 0
+  slice_window = window  # None: whole trajectories
   if window is None:
     window = data.max_rows
-    n_slices = real.astype(jnp.int32)
-  else:
-    n_slices = jnp.where(real, jnp.maximum(1, rows + margin - window), 0)
   length = window if length is None else max(window, length)
   traj_key, start_key = jax.random.split(key)
   if uniform:
-    n_real = jnp.maximum(jnp.sum(real), 1)
+    n_real = jnp.maximum(jnp.sum(rows > 0), 1)
     traj = jax.random.randint(traj_key, (batch_size,), 0, n_real)
   else:
-    cdf = jnp.cumsum(n_slices)
+    cdf = draw_table(data, slice_window, margin) if cdf is None else cdf
     draw = jax.random.randint(traj_key, (batch_size,), 0, jnp.maximum(cdf[-1], 1))
     traj = jnp.searchsorted(cdf, draw, side='right')
-  start = jnp.floor(jax.random.uniform(start_key, (batch_size,)) * n_slices[traj])
+  n_slices = _slice_counts(rows[traj], slice_window, margin)
+  start = jnp.floor(jax.random.uniform(start_key, (batch_size,)) * n_slices)
   start = start.astype(jnp.int32)
   position = jnp.arange(length)[None, :]
   offset = start[:, None] + position

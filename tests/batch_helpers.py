@@ -29,7 +29,8 @@ def draw(trainer, name, data, carry, seed=0):
 def value_batch(trainer, seed=0):
   """A ValueBatch of an ActorCriticTrainer or ValueAgent: every stored epoch, with
   the current target network (`trainer._target`) and online value network."""
-  return draw(trainer, 'value', trainer.task.slice_data(), trainer._target, seed)
+  data = trainer.value_data() if hasattr(trainer, 'value_data') else trainer.task.slice_data()
+  return draw(trainer, 'value', data, trainer._target, seed)
 
 
 def policy_batch(trainer, seed=0):

@@ -181,3 +181,17 @@ def test_the_capacity_does_not_change_what_is_drawn():
     first, second = (draw(d, *args) for d in (data, bigger))
     for name in first:
       np.testing.assert_array_equal(first[name], second[name])
+
+
+@pytest.mark.parametrize('window, margin', [(3, 1), (None, 0)], ids=['windows', 'whole'])
+def test_a_precomputed_draw_table_draws_the_same_slices(window, margin):
+  data = padded(STEPS, whole_trajectories=window is None)
+  key = jax.random.PRNGKey(3)
+  table = slices.draw_table(data, window, margin)
+  counts = [1] * 4 if window is None else [max(1, r + margin - window) for r in (3, 6, 2, 4)]
+  np.testing.assert_array_equal(table[:4], np.cumsum(counts))
+  assert int(table[-1]) == sum(counts)  # padding trajectories add no slices
+  given = slices.sample(data, key, 64, window, margin=margin, cdf=table)
+  computed = slices.sample(data, key, 64, window, margin=margin)
+  for name in computed:
+    np.testing.assert_array_equal(given[name], computed[name])

@@ -101,6 +101,10 @@ def q_regression_loss(q_values, actions, targets, mask, smooth=True):
   return losses.masked_mean(per_step, mask)
 
 
+# The replay's cumulative slice counts, once per epoch (see ValueAgent.value_batch).
+_draw_table = jax.jit(slices.draw_table, static_argnames=('window', 'margin'))
+
+
 def epsilon_greedy(q_values, key, epsilon, n_actions):
   """argmax Q, replaced with probability epsilon by a uniformly random action."""
   greedy = jnp.argmax(q_values, axis=-1).astype(jnp.int32)
@@ -263,12 +267,16 @@ class ValueAgent(RLTrainer):
   def value_batch(self, data, key, target, variables):
     """A ValueBatch of the first step of [B, n + 1] slices and its TD targets.
 
+    `data` is (the replay's SliceData, its draw_table), as train_epoch hands
+    it over: the table is computed once per epoch rather than per batch.
+
     margin = max_slice_length - 1 gives a trajectory of T steps exactly T
     start positions (rows + margin - max_slice_length = T): every real step,
     the last (terminal or truncated) one included, is trained.
     """
+    data, cdf = data
     fields = slices.sample(data, key, self._value_batch_size, self._max_slice_length,
-                           margin=self._margin)
+                           margin=self._margin, cdf=cdf)
     return self.td_batch(fields, target, variables)
 
   def td_batch(self, fields, target, variables):
@@ -299,12 +307,17 @@ class ValueAgent(RLTrainer):
     return jax.tree_util.tree_map(lambda new, old: jnp.where(synced, new, old),
                                   variables, target)
 
+  def value_data(self):
+    """What the value network's epoch draws from: (the replay's SliceData, its draw_table)."""
+    data = self.task.slice_data()
+    return data, _draw_table(data, self._max_slice_length, self._margin)
+
   def train_epoch(self):
     self.use_acting_statistics(self._value_trainer)
     # The epoch's training starts from a fresh target, and inside it the
     # target syncs whenever the online step count reaches a multiple of sync_freq.
     metrics, self._target = self.train_network(
-        'value', self.task.slice_data(), self._value_train_steps, self._value_evals,
+        'value', self.value_data(), self._value_train_steps, self._value_evals,
         self._value_eval_steps, self._value_trainer.variables)
     return {**prefix_trainer_metrics(metrics, 'value_'),
             'exploration_rate': self.exploration_rate(self.epoch)}
