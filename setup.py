@@ -52,8 +52,8 @@ setup(
         # wheels (box2d-py needs swig and a compiler). Their renderers use the video
         # extra's pygame.
         "box2d": BOX2D,
-        # The tests cover all of the above.
-        "test": ["pytest>=8", "matplotlib>=3.8", "ray>=2.40,<3", "moviepy>=2.1,<3",
-                 "pygame>=2.5"] + ATARI + MINATAR + MUJOCO + BOX2D,
+        # The tests cover all of the above; pytest-xdist runs them in two worker processes.
+        "test": ["pytest>=8", "pytest-xdist>=3.6", "matplotlib>=3.8", "ray>=2.40,<3",
+                 "moviepy>=2.1,<3", "pygame>=2.5"] + ATARI + MINATAR + MUJOCO + BOX2D,
     },
 )
