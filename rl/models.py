@@ -89,14 +89,20 @@ _ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
 }
 
 
+def _by_name(value: str | Callable, table: dict, parameter: str) -> Callable:
+  """`value` if it is callable, else its entry in `table` (case-insensitive).
+
+  Raises ConfigError naming `parameter` and the accepted names otherwise.
+  """
+  if callable(value):
+    return value
+  if isinstance(value, str) and value.lower() in table:
+    return table[value.lower()]
+  raise ConfigError(f'Unknown {parameter} {value!r}; use a callable or one of {sorted(table)}.')
+
+
 def _resolve_activation(activation: str | Callable) -> Callable:
-  if callable(activation):
-    return activation
-  if isinstance(activation, str) and activation.lower() in _ACTIVATIONS:
-    return _ACTIVATIONS[activation.lower()]
-  raise ConfigError(
-      f'Unknown activation_fn {activation!r}; use a callable or one of '
-      f'{sorted(_ACTIVATIONS)}.')
+  return _by_name(activation, _ACTIVATIONS, 'activation_fn')
 
 
 # Hidden layers: orthogonal with gain sqrt(2), zero bias. This is the init
@@ -213,13 +219,7 @@ _CNN_PADDINGS = ('VALID', 'SAME')
 
 
 def _resolve_kernel_init(kernel_initializer: str | Callable, config_name: str) -> Callable:
-  if callable(kernel_initializer):
-    return kernel_initializer
-  if isinstance(kernel_initializer, str) and kernel_initializer.lower() in _CNN_KERNEL_INITS:
-    return _CNN_KERNEL_INITS[kernel_initializer.lower()]
-  raise ConfigError(
-      f'Unknown {config_name}.kernel_initializer {kernel_initializer!r}; use a '
-      f'callable or one of {sorted(_CNN_KERNEL_INITS)}.')
+  return _by_name(kernel_initializer, _CNN_KERNEL_INITS, f'{config_name}.kernel_initializer')
 
 
 def _image_layout(obs_shape: tuple[int, ...], n_frames: int,
