@@ -8,6 +8,12 @@ ATARI = ["ale-py>=0.12.1,<0.13", "opencv-python-headless>=5.0,<6"]
 MINATAR = ["minatar>=1.0.15,<2"]
 MUJOCO = ["mujoco>=3.12,<3.16"]
 BOX2D = ["box2d>=2.3.10,<2.4"]
+# JAX-native envs (RLTask.env = 'gymnax:CartPole-v1'): gymnax, the field's package of
+# environments written in JAX (classic control, MinAtar, bsuite), whose steps compile
+# into the same XLA program as the policy and the updates. It pins gymnasium below
+# 1.4, hence gymnasium's range below, and brings matplotlib, seaborn and pandas (about
+# 190 MB on their own; the test extra has them already), hence an extra.
+JAX_ENVS = ["gymnax>=1.0.1,<2"]
 
 setup(
     name="rl",
@@ -23,7 +29,8 @@ setup(
         "optax>=0.2.8,<0.3",
         "orbax-checkpoint>=0.12.8,<0.13",
         "gin-config>=0.5.0,<0.6",
-        "gymnasium>=1.4.0,<2",
+        # 1.3: gymnax (the jax_envs extra) pins gymnasium below 1.4.
+        "gymnasium>=1.3.0,<2",
         "numpy>=2.0,<3",
         "absl-py>=2.1",
         # TensorBoard event files without TensorFlow: tensorboardX only needs protobuf.
@@ -46,14 +53,16 @@ setup(
         # MinAtar/*-v0, -v1: the MinAtar games (it registers them with gymnasium).
         "minatar": MINATAR,
         # gymnasium's MuJoCo envs (HalfCheetah-v5, ...). 3.16 deprecates an attribute of
-        # gymnasium 1.4's models (settotalmass) and warns about it on every env built.
+        # gymnasium's models (settotalmass) and warns about it on every env built.
         "mujoco": MUJOCO,
         # gymnasium's Box2D envs (LunarLander-v3, BipedalWalker-v3): pybox2d, which has
         # wheels (box2d-py needs swig and a compiler). Their renderers use the video
         # extra's pygame.
         "box2d": BOX2D,
+        # JAX-native envs: gymnax (see JAX_ENVS).
+        "jax_envs": JAX_ENVS,
         # The tests cover all of the above; pytest-xdist runs them in two worker processes.
         "test": ["pytest>=8", "pytest-xdist>=3.6", "matplotlib>=3.8", "ray>=2.40,<3",
-                 "moviepy>=2.1,<3", "pygame>=2.5"] + ATARI + MINATAR + MUJOCO + BOX2D,
+                 "moviepy>=2.1,<3", "pygame>=2.5"] + ATARI + MINATAR + MUJOCO + BOX2D + JAX_ENVS,
     },
 )

@@ -74,6 +74,7 @@ REGISTRY = {
     'dqn_acrobot': (-100, 100_000),
     'ppo_minatar_breakout': (7, 1_000_000),
     'dqn_minatar_breakout': (7, 1_000_000),
+    'ppo_cartpole_jax': (475, 100_000),
 }
 
 

@@ -1,8 +1,10 @@
 """Where a sweep's runs execute: subprocesses on this machine, or tasks on a Ray cluster.
 
-A backend takes jobs (the keyword arguments of processes.run_rl_logged) and
-returns concurrent.futures.Futures of their error lines (None = finished);
-launch.sweep does the scheduling, bookkeeping and progress for both alike.
+A backend takes jobs (the keyword arguments of processes.run_rl_logged: one
+rl.run process, which runs one seed, or with `seeds` all the seeds of a
+JAX-native grid point) and returns concurrent.futures.Futures of their error
+lines (None = finished); launch.sweep does the scheduling, bookkeeping and
+progress for both alike.
 """
 import concurrent.futures
 import socket

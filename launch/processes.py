@@ -26,15 +26,23 @@ SINGLE_THREAD_ENV = {
 
 
 def rl_run_command(config_files, output_dir, seed, bindings=(), allow_config_change=False,
-                   compilation_cache_dir=None):
+                   compilation_cache_dir=None, seeds=None):
   """`python -m rl.run` with absolute paths (children run from the repo root).
 
   compilation_cache_dir: rl.run's --compilation_cache_dir ('' for none); None
   leaves it out, so the child's RL_COMPILATION_CACHE_DIR or default applies.
+  seeds: several seeds for one process (rl.run's --seeds; `seed` must then be
+  None): each runs in <output_dir>/seed_<n>.
   """
+  if seeds is not None:
+    if seed is not None:
+      raise ValueError('give seed or seeds, not both')
+    seed_flag = '--seeds=' + ','.join(str(int(s)) for s in seeds)
+  else:
+    seed_flag = f'--seed={seed}'
   command = [sys.executable, '-m', 'rl.run',
              *[f'--config_file={os.path.abspath(p)}' for p in config_files],
-             f'--output_dir={os.path.abspath(output_dir)}', f'--seed={seed}']
+             f'--output_dir={os.path.abspath(output_dir)}', seed_flag]
   if allow_config_change:
     command.append('--allow_config_change')
   if compilation_cache_dir is not None:
@@ -70,7 +78,7 @@ def last_line(text):
 
 
 def run_rl_logged(config_files, output_dir, seed, bindings, log_path, started=None,
-                  allow_config_change=False, compilation_cache_dir=None):
+                  allow_config_change=False, compilation_cache_dir=None, seeds=None):
   """Runs `python -m rl.run` to its end; returns None if it finished, else its error line.
 
   The command is built here, where it runs (on a Ray node that is the node's
@@ -79,10 +87,11 @@ def run_rl_logged(config_files, output_dir, seed, bindings, log_path, started=No
   line, the error rl.run reports, then appended to the log. The log is
   appended to, after a line with the date and the command, so a rerun that
   resumes the run keeps the earlier invocations' output. `started` is called
-  with the Popen once the child runs, so a caller can stop it.
+  with the Popen once the child runs, so a caller can stop it. With `seeds`
+  (and seed None) one rl.run trains them all, into <output_dir>/seed_<n>.
   """
   command = rl_run_command(config_files, output_dir, seed, bindings, allow_config_change,
-                           compilation_cache_dir)
+                           compilation_cache_dir, seeds)
   os.makedirs(os.path.dirname(log_path), exist_ok=True)
   with open(log_path, 'a') as log:
     now = datetime.datetime.now().astimezone().isoformat(timespec='seconds')

@@ -1,4 +1,4 @@
-r"""Hyper-parameter and seed sweeps: every grid point x seed as its own `python -m rl.run`.
+r"""Hyper-parameter and seed sweeps: grid points x seeds as `python -m rl.run` processes.
 
   python -m launch.sweep --config_file=configs/ppo_cartpole.gin \
       --sweep=configs/sweeps/ppo_cartpole_sweep.yaml --output_dir=runs/sweep1 \
@@ -14,7 +14,23 @@ seeds of --seeds (rl.run's --seed is refused) gives the runs. Each run lives in
 stderr appended to seed_<n>.log next to it (each invocation after a line with
 its date and command), and <output_dir>/index.json lists every run with its
 status ('pending' | 'finished' | 'failed' | 'interrupted') and, for failed
-ones, the error line.
+ones, the error line; 'log' names the run's log file, relative to <output_dir>.
+
+JAX-native grid points: a grid point whose parsed config binds RLTask.env to
+a JAX-native env ('gymnax:<id>', rl.jax_envs) runs its seeds as ONE
+  python -m rl.run --seeds=<a,b,...> --output_dir=<output_dir>/<point>
+which trains them together (vmapped, one compiled call per epoch) and writes
+the same <point>/seed_<n> folders; that process's output is appended to
+<point>/seeds.log (rl.run prefixes each line with 'seed <n>: ') instead of to
+seed_<n>.log. The config is read per point, so a grid over RLTask.env may mix
+backends: gymnasium points keep one process per seed (rl.run would run their
+seeds one after the other), which is how they use the cores. index.json still
+lists one run per seed; when the point's process fails, every seed it ran is
+'failed' with its error line (and 'interrupted' when it is cut short).
+Seeds finished before are skipped as below; the point's other seeds run
+together in one process, and a point whose seeds all finished starts none.
+--parallel (and Ray's per-task --ray_num_cpus/--ray_num_gpus) count
+processes: such a point takes one slot, one Ray task, for all its seeds.
 
 Strings are passed to gin quoted (repr), except those starting with '@' or '%',
 which are gin references and macros; lists become tuples. The sweep bindings
@@ -30,9 +46,9 @@ every grid point's bindings before any run starts, so a typo fails the sweep
 once, with exit status 2.
 
 Backends (launch/backends.py): 'local' runs --parallel child processes here;
-'ray' submits every run as a Ray task to a cluster, or to a local Ray instance
-when no --ray_address is given. A rerun with every run finished before starts
-neither.
+'ray' submits every process (a run, or a JAX-native point's seeds) as a Ray
+task to a cluster, or to a local Ray instance when no --ray_address is given.
+A rerun with every run finished before starts neither.
 """
 import collections
 import concurrent.futures
@@ -53,6 +69,7 @@ import yaml
 from launch import backends
 from launch import processes
 from launch.errors import SweepError
+from rl import jax_envs
 from rl import run as run_lib  # also defines the flags redefined below
 from rl.errors import UserError
 
@@ -68,7 +85,9 @@ flags.DEFINE_multi_string('config', [], 'Gin bindings every run applies after th
                           'or --seeds set are refused here.', allow_override=True)
 flags.DEFINE_string('output_dir', None, 'The sweep folder (required): every run in '
                     '<output_dir>/<grid point>/seed_<n>, its output appended to '
-                    'seed_<n>.log, and index.json listing the runs.', allow_override=True)
+                    'seed_<n>.log (a JAX-native point\'s seeds, run by one process: to '
+                    '<grid point>/seeds.log), and index.json listing the runs.',
+                    allow_override=True)
 flags.DEFINE_bool('allow_config_change', False, 'Passed to every run: resume a run whose '
                   'config changed since it started (on purpose) instead of failing it.',
                   allow_override=True)
@@ -80,9 +99,13 @@ flags.DEFINE_integer('seed', None, "Refused: rl.run's single seed; a sweep runs 
                      'point with each of --seeds.', allow_override=True)
 flags.DEFINE_string('sweep', None, 'YAML file mapping gin binding names to value lists '
                     '(required).')
-flags.DEFINE_list('seeds', ['0'], 'Seeds to run every grid point with, e.g. 0,1,2.')
-flags.DEFINE_integer('parallel', None, 'Runs at once (default: the number of CPUs for '
-                     "'local'; for 'ray', every run is submitted and Ray queues them).")
+# Overrides rl.run's --seeds (a string of seeds for one process); here a list.
+flags.DEFINE_list('seeds', ['0'], 'Seeds to run every grid point with, e.g. 0,1,2 (on a '
+                  'JAX-native env, one rl.run per grid point trains them together).',
+                  allow_override=True)
+flags.DEFINE_integer('parallel', None, 'rl.run processes at once (default: the number of CPUs '
+                     "for 'local'; for 'ray', every one is submitted and Ray queues them). "
+                     "A JAX-native grid point's seeds share one.")
 flags.DEFINE_enum('backend', 'local', ['local', 'ray'], "Where runs execute: 'local' "
                   "(subprocesses on this machine) or 'ray' (a task each on a Ray cluster; "
                   "pip install '.[ray]').")
@@ -90,14 +113,18 @@ flags.DEFINE_string('ray_address', None, "The Ray cluster to join: 'auto' (the o
                     "this node with 'ray start'), 'host:6379' or 'ray://host:10001' (Ray "
                     "Client, needs pip install 'ray[client]'). Unset: a new local Ray "
                     'instance (or $RAY_ADDRESS if set).')
-flags.DEFINE_float('ray_num_cpus', 1.0, 'CPUs Ray reserves for each run (rl.run runs '
-                   'single-threaded on the CPU).')
-flags.DEFINE_float('ray_num_gpus', 0.0, 'GPUs Ray reserves for each run (fractions share one).')
+flags.DEFINE_float('ray_num_cpus', 1.0, 'CPUs Ray reserves for each rl.run process (a run, '
+                   "or a JAX-native grid point's seeds; rl.run runs single-threaded on the CPU).")
+flags.DEFINE_float('ray_num_gpus', 0.0, 'GPUs Ray reserves for each rl.run process (fractions '
+                   'share one).')
 
 INDEX_FILE = 'index.json'
 # The index header's entries every run depends on (see finished_before).
 RUN_KEYS = ('config_files', 'config_digest', 'extra_config')
 SEED_BINDING = 'RLTask.seed'
+ENV_BINDING = 'RLTask.env'
+# The log of a JAX-native grid point's one rl.run, inside the point's folder.
+SEEDS_LOG = 'seeds.log'
 # A gin binding 'name = value' (groups: name, value); a binding of several
 # lines only matches its start.
 _BINDING = re.compile(r'\s*([\w./]+)\s*=\s*(.*?)\s*')
@@ -230,22 +257,67 @@ def parse_seeds(texts):
 # -- running ------------------------------------------------------------------------
 
 
-def job(run, config_files, extra_config, output_dir, allow_config_change=False,
-        compilation_cache_dir=None):
-  """The keyword arguments of processes.run_rl_logged for one run, all paths absolute.
+def point_of(run):
+  """The grid point folder of a run, e.g. 'RLTask.gamma=0.95' of 'RLTask.gamma=0.95/seed_0'."""
+  return run['folder'].rpartition('/')[0]
 
+
+def log_of(run, together=frozenset()):
+  """A run's log file relative to the sweep folder: seed_<n>.log, or its JAX-native point's."""
+  point = point_of(run)
+  return f'{point}/{SEEDS_LOG}' if point in together else run['folder'] + '.log'
+
+
+def processes_of(runs, together=frozenset()):
+  """`runs` grouped as rl.run processes run them, in their order: lists of runs.
+
+  The runs of a grid point in `together` (JAX-native ones) share one process,
+  placed where the point's first run is; every other run is a process alone.
+  """
+  groups = []
+  by_point = {}
+  for run in runs:
+    point = point_of(run)
+    if point not in together:
+      groups.append([run])
+    elif point in by_point:
+      by_point[point].append(run)
+    else:
+      by_point[point] = [run]
+      groups.append(by_point[point])
+  return groups
+
+
+def job(run, config_files, extra_config, output_dir, allow_config_change=False,
+        compilation_cache_dir=None, together=False):
+  """The keyword arguments of processes.run_rl_logged for one process, all paths absolute.
+
+  `run` is one run, or with `together` a list of runs of one grid point that
+  one rl.run --seeds trains into the point's folder, logging to its seeds.log.
   Absolute here, on the driver: a Ray task runs in another working directory.
   Sweep bindings come last, so they win over a --config that binds the same name.
   """
   if compilation_cache_dir and compilation_cache_dir.strip().lower() != 'off':
     compilation_cache_dir = os.path.abspath(os.path.expanduser(compilation_cache_dir))
-  return {'config_files': [os.path.abspath(p) for p in config_files],
-          'output_dir': os.path.abspath(os.path.join(output_dir, run['folder'])),
-          'seed': run['seed'],
-          'bindings': list(extra_config) + gin_bindings(run['bindings']),
-          'log_path': os.path.abspath(os.path.join(output_dir, run['folder'] + '.log')),
-          'allow_config_change': allow_config_change,
-          'compilation_cache_dir': compilation_cache_dir}
+  runs = run if together else [run]
+  points = {point_of(r) for r in runs}
+  if together and len(points) != 1:
+    raise ValueError(f'runs of one process must share a grid point, not {sorted(points)}')
+  first = runs[0]
+  kwargs = {'config_files': [os.path.abspath(p) for p in config_files],
+            'bindings': list(extra_config) + gin_bindings(first['bindings']),
+            'allow_config_change': allow_config_change,
+            'compilation_cache_dir': compilation_cache_dir}
+  if together:
+    point = points.pop()
+    kwargs.update(output_dir=os.path.abspath(os.path.join(output_dir, point)), seed=None,
+                  seeds=[r['seed'] for r in runs],
+                  log_path=os.path.abspath(os.path.join(output_dir, point, SEEDS_LOG)))
+  else:
+    kwargs.update(output_dir=os.path.abspath(os.path.join(output_dir, first['folder'])),
+                  seed=first['seed'],
+                  log_path=os.path.abspath(os.path.join(output_dir, first['folder'] + '.log')))
+  return kwargs
 
 
 def write_index(output_dir, header, runs):
@@ -257,6 +329,19 @@ def write_index(output_dir, header, runs):
   os.replace(path + '.tmp', path)
 
 
+def bound_env():
+  """The env id the parsed gin config binds to RLTask.env (macros followed); None if none."""
+  try:
+    value = gin.query_parameter(ENV_BINDING)
+    # `RLTask.env = %ENV`: a reference to the macro, whose value is bound apart.
+    while (isinstance(value, gin.config.ConfigurableReference)
+           and value.configurable.wrapped is gin.config.macro):
+      value = gin.query_parameter(f'{value.scoped_selector}.value')
+  except ValueError:  # not bound (rl.run then says so), or ambiguous
+    return None
+  return value if isinstance(value, str) else None
+
+
 def check_config(config_files, extra_config, runs):
   """Parses the config as every grid point's rl.run will; returns the base config's digest.
 
@@ -265,7 +350,16 @@ def check_config(config_files, extra_config, runs):
   config files and --config bindings, includes and all) tells finished_before
   whether an earlier sweep ran the same config.
   """
-  points = {point_name(run['bindings']): run['bindings'] for run in runs}
+  return check_points(config_files, extra_config, runs)[0]
+
+
+def check_points(config_files, extra_config, runs):
+  """check_config's digest, and the grid point folders whose env is JAX-native.
+
+  Those points' seeds run as one rl.run --seeds (see the module doc).
+  """
+  points = {point_of(run): run['bindings'] for run in runs}
+  jax_points = set()
   try:
     for name, bindings in points.items():
       gin.clear_config()
@@ -273,12 +367,14 @@ def check_config(config_files, extra_config, runs):
         run_lib.parse_config(config_files, list(extra_config) + gin_bindings(bindings))
       except UserError as e:
         raise SweepError(f'grid point {name}: {e}') from None
+      if jax_envs.is_jax_env(bound_env()):
+        jax_points.add(name)
     gin.clear_config()
     try:
       run_lib.parse_config(config_files, extra_config)
     except UserError as e:
       raise SweepError(str(e)) from None
-    return hashlib.sha256(gin.config_str().encode()).hexdigest()
+    return hashlib.sha256(gin.config_str().encode()).hexdigest(), jax_points
   finally:
     gin.clear_config()
 
@@ -350,62 +446,84 @@ def _outcome(future):
     return f'{type(e).__name__}: {processes.last_line(str(e))}'[:500]
 
 
+def _label(group, together):
+  """How progress lines name a process: its run's folder, or '<point> (seeds 0,1)'."""
+  if not together:
+    return group[0]['folder']
+  return f"{point_of(group[0])} (seeds {','.join(str(r['seed']) for r in group)})"
+
+
 def run_sweep(runs, config_files, extra_config, output_dir, backend, parallel=None,
               header=None, skipped=frozenset(), allow_config_change=False,
-              compilation_cache_dir=None):
-  """Runs every run on `backend`, at most `parallel` at once, keeping index.json current.
+              compilation_cache_dir=None, together=frozenset()):
+  """Runs the runs on `backend`, `parallel` processes at most at once, keeping index.json current.
 
   The runs whose folders are in `skipped` (see finished_before) count as
   finished and are not run; `backend` may be None when that is all of them.
-  Returns the runs with 'status' ('finished' | 'failed') and, for failed ones,
-  'error' filled in. On KeyboardInterrupt the backend's runs are stopped, the
-  ones cut short marked 'interrupted' (the rest stay 'pending') and
-  Interrupted is raised; the caller closes the backend.
+  The other runs of a grid point in `together` (its folder name; the
+  JAX-native points of check_points) run as one rl.run --seeds process,
+  every other run as a process of its own.
+  Returns the runs with 'status' ('finished' | 'failed'), 'log' and, for failed
+  ones, 'error' filled in (a process's outcome is that of each run it ran).
+  On KeyboardInterrupt the backend's processes are stopped, the runs cut short
+  marked 'interrupted' (the rest stay 'pending') and Interrupted is raised;
+  the caller closes the backend.
   """
   os.makedirs(output_dir, exist_ok=True)
   header = header or {}
-  runs = [dict(run, status='finished' if run['folder'] in skipped else 'pending')
+  runs = [dict(run, status='finished' if run['folder'] in skipped else 'pending',
+               log=log_of(run, together))
           for run in runs]
   write_index(output_dir, header, runs)
   if skipped:
     print(f'[sweep] {len(skipped)} of {len(runs)} runs finished earlier; skipping them',
           flush=True)
-  queue = collections.deque(run for run in runs if run['status'] == 'pending')
+  queue = collections.deque(
+      (group, point_of(group[0]) in together)
+      for group in processes_of([run for run in runs if run['status'] == 'pending'], together))
   parallel = parallel or max(1, len(queue))
-  in_flight = {}
+  in_flight = {}  # future: (its runs, whether they run together)
   started = time.perf_counter()
 
-  def progress(run, what):
+  def n_runs(groups):
+    return sum(len(group) for group, _ in groups)
+
+  def progress(label, what):
     n_done = sum(r['status'] == 'finished' for r in runs)
     n_failed = sum(r['status'] == 'failed' for r in runs)
-    print(f'[sweep] {n_done} done / {len(in_flight)} {backend.in_flight} / {n_failed} failed '
-          f'of {len(runs)} ({time.perf_counter() - started:.0f} s): {run["folder"]} {what}',
-          flush=True)
+    print(f'[sweep] {n_done} done / {n_runs(in_flight.values())} {backend.in_flight} / '
+          f'{n_failed} failed of {len(runs)} ({time.perf_counter() - started:.0f} s): '
+          f'{label} {what}', flush=True)
 
   try:
     while queue or in_flight:
       while queue and len(in_flight) < parallel:
-        run = queue.popleft()
-        in_flight[backend.submit(job(run, config_files, extra_config, output_dir,
-                                     allow_config_change, compilation_cache_dir))] = run
-        progress(run, 'started')
+        group, jointly = queue.popleft()
+        in_flight[backend.submit(job(group if jointly else group[0], config_files,
+                                     extra_config, output_dir, allow_config_change,
+                                     compilation_cache_dir, together=jointly))] = (group,
+                                                                                    jointly)
+        progress(_label(group, jointly), 'started')
       done, _ = concurrent.futures.wait(in_flight,
                                         return_when=concurrent.futures.FIRST_COMPLETED)
       for future in done:
-        run = in_flight.pop(future)
+        group, jointly = in_flight.pop(future)
         error = _outcome(future)
-        if error is None:
-          run['status'] = 'finished'
-        else:
-          run['status'], run['error'] = 'failed', error
+        for run in group:
+          if error is None:
+            run['status'] = 'finished'
+          else:
+            run['status'], run['error'] = 'failed', error
         write_index(output_dir, header, runs)
-        progress(run, 'finished' if error is None else f'FAILED: {error}')
+        progress(_label(group, jointly), 'finished' if error is None else f'FAILED: {error}')
   except KeyboardInterrupt:
     backend.stop()
-    for run in in_flight.values():
-      run['status'] = 'interrupted'
+    for group, _ in in_flight.values():
+      for run in group:
+        run['status'] = 'interrupted'
     write_index(output_dir, header, runs)
-    raise Interrupted(f'{len(in_flight)} runs cut short, {len(queue)} not started') from None
+    raise Interrupted(f'{n_runs(in_flight.values())} runs cut short, {n_runs(queue)} not '
+                      'started') from None
   return runs
 
 
@@ -470,8 +588,9 @@ def main(argv):
     if os.path.exists(FLAGS.output_dir) and not os.path.isdir(FLAGS.output_dir):
       raise SweepError(f"output folder '{FLAGS.output_dir}' is a file; pass another "
                        '--output_dir.')
+    digest, jax_points = check_points(FLAGS.config_file, FLAGS.config, runs)
     header = {'config_files': [os.path.abspath(p) for p in FLAGS.config_file],
-              'config_digest': check_config(FLAGS.config_file, FLAGS.config, runs),
+              'config_digest': digest,
               'extra_config': FLAGS.config, 'sweep': os.path.abspath(FLAGS.sweep),
               'seeds': seeds, 'backend': FLAGS.backend}
     skipped = finished_before(FLAGS.output_dir, header, runs)
@@ -493,7 +612,7 @@ def main(argv):
   try:
     runs = run_sweep(runs, FLAGS.config_file, FLAGS.config, FLAGS.output_dir, backend,
                      parallel, header, skipped, FLAGS.allow_config_change,
-                     FLAGS.compilation_cache_dir)
+                     FLAGS.compilation_cache_dir, together=jax_points)
   except Interrupted as e:
     print(f'[sweep] interrupted: {e}; rerun the same command to resume. Index in {index}',
           flush=True)

@@ -58,6 +58,10 @@ flags.DEFINE_multi_string('config', [], 'Gin bindings applied after the files, e
 flags.DEFINE_string('output_dir', None, 'The run folder (default: runs/<stem of the '
                     'first config file>).')
 flags.DEFINE_integer('seed', None, 'Overrides RLTask.seed.')
+flags.DEFINE_string('seeds', None, "Several seeds, e.g. '0-7' or '0,3,5': one ordinary run "
+                    'folder <output_dir>/seed_<n> each. On JAX-native envs (gymnax:) they '
+                    'train together, vmapped in one compiled call per epoch; on gymnasium envs '
+                    'one after the other.')
 flags.DEFINE_bool('allow_config_change', False, 'Resume a run whose config differs '
                   'from the one it was started with (on purpose).')
 flags.DEFINE_string('compilation_cache_dir', None, "JAX's persistent compilation cache "
@@ -470,14 +474,19 @@ def folder_lock(path):
       fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _setup_logging(output_dir):
-  logger = logging.getLogger('rl')
+def _setup_logging(output_dir, prefix=''):
+  """The run's logger: console lines (after `prefix`) and <output_dir>/log.txt.
+
+  One logger per folder, so that several runs in one process (--seeds)
+  each write their own log.
+  """
+  logger = logging.getLogger('rl' if not prefix else f'rl.{os.path.abspath(output_dir)}')
   logger.setLevel(logging.INFO)
   logger.propagate = False
   for h in list(logger.handlers):
     logger.removeHandler(h)
   console = logging.StreamHandler(sys.stdout)
-  console.setFormatter(logging.Formatter('%(message)s'))
+  console.setFormatter(logging.Formatter(prefix.replace('%', '%%') + '%(message)s'))
   logger.addHandler(console)
   log_file = logging.FileHandler(os.path.join(output_dir, 'log.txt'))
   log_file.setFormatter(logging.Formatter('%(asctime)s %(message)s'))
@@ -497,10 +506,66 @@ def saved_config(output_dir):
   return path
 
 
-def execute(config_files, bindings, output_dir=None, seed=None, allow_config_change=False):
-  """Parses the config, builds, resumes and runs. Returns the finished trainer.
+class PreparedRun:
+  """One run folder, built, locked and restored, ready to train (see `prepared_run`)."""
 
-  Without `config_files`, the run in `output_dir` resumes from its saved config.
+  def __init__(self, run, output_dir, checkpointer, full_config, log, writer):
+    self.run = run
+    self.trainer = run.trainer
+    self.output_dir = output_dir
+    self.checkpointer = checkpointer
+    self.full_config = full_config
+    self.log = log
+    self.writer = writer
+    self._first_line = True
+
+  def save(self):
+    arrays, meta = self.trainer.state_dict()
+    meta['config'] = self.full_config
+    self.checkpointer.save(self.trainer.epoch, arrays, meta)
+
+  def log_epoch(self, line):
+    self.log.info(line)
+    if self._first_line:
+      self._first_line = False
+      mark_time('first_epoch_end')
+
+  def epoch_loop(self):
+    """The trainer's EpochLoop with this run's checkpoints, metrics and console."""
+    from rl.trainers.base import EpochLoop  # pylint: disable=import-outside-toplevel
+    return EpochLoop(self.trainer, self.run.n_epochs, self.save, self.run.checkpoint_every,
+                     self.writer, self.log_epoch, self.run.stop_at_return)
+
+  def interrupted(self):
+    """The Interrupted error of a Ctrl-C now: where the run stopped, how to resume."""
+    # The epoch in progress is the one after the last logged (at most the last).
+    epoch = min(len(self.trainer.history) + 1, self.run.n_epochs)
+    return Interrupted(interrupted_message(self.output_dir, epoch, self.run.n_epochs,
+                                           last_checkpoint(self.checkpointer)))
+
+  def non_finite(self, e):
+    """`e` (a NonFiniteLossError) with what this run's checkpoints and config allow."""
+    return NonFiniteLossError(e.metric, e.value, e.step, what_now=after_non_finite(
+        last_checkpoint(self.checkpointer), gin.operative_config_str()))
+
+  def log_done(self):
+    trainer = self.trainer
+    last = trainer.history[-1] if trainer.history else {}
+    self.log.info('Training is done: %d epochs, %d env steps, eval return %s. Outputs in %s.',
+                  trainer.epoch, trainer.task.n_interactions,
+                  format_return(last.get('eval_return')), self.output_dir)
+
+
+@contextlib.contextmanager
+def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_config_change=False,
+                 log_prefix=''):
+  """Parses the config, builds and resumes one run; yields its PreparedRun.
+
+  Without `config_files`, the run in `output_dir` resumes from its saved
+  config. Everything that can be wrong is checked before the folder is
+  written to; the folder stays locked until the context exits, which closes
+  the run's writer, checkpointer and envs. log_prefix: put before every
+  console line (several runs in one process).
   """
   gin.clear_config()
   from_saved_config = not config_files
@@ -546,50 +611,77 @@ def execute(config_files, bindings, output_dir=None, seed=None, allow_config_cha
             'shapes. Use another --output_dir.') from None
     else:
       trainer.collect_initial()
-    log = _setup_logging(output_dir)
+    log = _setup_logging(output_dir, log_prefix)
     with open(os.path.join(output_dir, CONFIG_FILE), 'w') as f:
       f.write(gin.operative_config_str())
     if restored is not None:
       log.info('Resuming %s from epoch %d.', output_dir, trainer.epoch)
       if trainer.task.resume_warning:
         log.warning('Warning: %s', trainer.task.resume_warning)
-
-    def save():
-      arrays, meta = trainer.state_dict()
-      meta['config'] = full_config
-      checkpointer.save(trainer.epoch, arrays, meta)
-
     writer = MetricsWriter(output_dir, trainer.history, trainer.summary_dirs)
-    first_line = [True]
-
-    def log_epoch(line):
-      log.info(line)
-      if first_line[0]:
-        first_line[0] = False
-        mark_time('first_epoch_end')
-
     try:
-      if trainer.epoch < run.n_epochs:
-        mark_time('first_epoch_start')
-      trainer.run(run.n_epochs, checkpoint_fn=save, checkpoint_every=run.checkpoint_every,
-                  writer=writer, log=log_epoch, stop_at_return=run.stop_at_return)
-    except KeyboardInterrupt:
-      # The epoch in progress is the one after the last logged (at most the last).
-      epoch = min(len(trainer.history) + 1, run.n_epochs)
-      raise Interrupted(interrupted_message(output_dir, epoch, run.n_epochs,
-                                            last_checkpoint(checkpointer))) from None
-    except NonFiniteLossError as e:
-      raise NonFiniteLossError(e.metric, e.value, e.step, what_now=after_non_finite(
-          last_checkpoint(checkpointer), gin.operative_config_str())) from None
+      yield PreparedRun(run, output_dir, checkpointer, full_config, log, writer)
     finally:
       writer.close()
       checkpointer.close()
       trainer.close()
-    last = trainer.history[-1] if trainer.history else {}
-    log.info('Training is done: %d epochs, %d env steps, eval return %s. Outputs in %s.',
-             trainer.epoch, trainer.task.n_interactions, format_return(last.get('eval_return')),
-             output_dir)
-  return trainer
+
+
+def execute(config_files, bindings, output_dir=None, seed=None, allow_config_change=False):
+  """Parses the config, builds, resumes and runs. Returns the finished trainer.
+
+  Without `config_files`, the run in `output_dir` resumes from its saved config.
+  """
+  with prepared_run(config_files, bindings, output_dir, seed, allow_config_change) as prepared:
+    train(prepared)
+  prepared.log_done()
+  return prepared.trainer
+
+
+def train(prepared):
+  """Runs a PreparedRun's epochs, turning Ctrl-C and NaN stops into their one-line errors."""
+  run = prepared.run
+  try:
+    if prepared.trainer.epoch < run.n_epochs:
+      mark_time('first_epoch_start')
+    loop = prepared.epoch_loop()
+    while not loop.done:
+      epoch_start = time.perf_counter()
+      loop.finish(prepared.trainer.run_epoch(), epoch_start)
+  except KeyboardInterrupt:
+    raise prepared.interrupted() from None
+  except NonFiniteLossError as e:
+    raise prepared.non_finite(e) from None
+
+
+def execute_seeds(config_files, bindings, output_dir, seeds, allow_config_change=False):
+  """Runs `seeds` of one config, each in its own folder <output_dir>/seed_<n>.
+
+  On JAX-native envs the seeds train together, vmapped in one compiled call
+  per epoch (rl.seeds); on gymnasium envs one after the other. Each folder is
+  an ordinary run: it resumes, and rl.evaluate and rl.report read it.
+  Returns the trainers.
+  """
+  from rl import seeds as seeds_lib  # pylint: disable=import-outside-toplevel
+  if output_dir is None:
+    if not config_files:
+      raise ConfigError('give --config_file=<file.gin> or the --output_dir of the seeds.')
+    output_dir = os.path.join('runs', os.path.splitext(os.path.basename(config_files[0]))[0])
+  folders = [os.path.join(output_dir, f'seed_{seed}') for seed in seeds]
+  with contextlib.ExitStack() as stack:
+    runs = []
+    for seed, folder in zip(seeds, folders):
+      files = config_files or [saved_config(folder)]
+      runs.append(stack.enter_context(prepared_run(
+          files, bindings, folder, seed, allow_config_change, log_prefix=f'seed {seed}: ')))
+    if not runs[0].trainer.task.jax_native:
+      for prepared in runs:
+        train(prepared)
+    else:
+      seeds_lib.train_together(runs)
+  for prepared in runs:
+    prepared.log_done()
+  return [prepared.trainer for prepared in runs]
 
 
 # Modules a run imports on its way, in the order it needs them, loaded ahead
@@ -705,8 +797,15 @@ def main(argv):
   compilation_cache.configure(FLAGS.compilation_cache_dir, 'rl.run')
   prefetch_imports(PREFETCHED_IMPORTS)
   try:
-    execute(FLAGS.config_file, FLAGS.config, FLAGS.output_dir, FLAGS.seed,
-            FLAGS.allow_config_change)
+    if FLAGS.seeds is not None:
+      if FLAGS.seed is not None:
+        raise ConfigError('give --seed or --seeds, not both.')
+      from rl.seeds import parse_seeds  # pylint: disable=import-outside-toplevel
+      execute_seeds(FLAGS.config_file, FLAGS.config, FLAGS.output_dir,
+                    parse_seeds(FLAGS.seeds), FLAGS.allow_config_change)
+    else:
+      execute(FLAGS.config_file, FLAGS.config, FLAGS.output_dir, FLAGS.seed,
+              FLAGS.allow_config_change)
   except UserError as e:
     print(f'rl.run: error: {e}', file=sys.stderr)
     sys.exit(2)

@@ -36,6 +36,7 @@ import numpy as np
 
 from rl import envs as envs_lib
 from rl import frames as frames_lib
+from rl import jax_envs
 from rl import keys
 from rl import slices
 from rl import wrappers as wrappers_lib
@@ -192,8 +193,12 @@ class _RunningSegments:
 class RLTask:
   """An environment, the collected trajectories and the sampling of slices.
 
+  jax_native: False here; True for the JAX-native task (rl.jax_task).
+
   Args:
-    env: gymnasium env id, e.g. 'CartPole-v1'.
+    env: gymnasium env id, e.g. 'CartPole-v1', or a JAX-native env
+      'gymnax:<id>' (e.g. 'gymnax:CartPole-v1'; rl.jax_task), whose whole
+      epoch of collection and training is one compiled call.
     env_kwargs: extra keyword arguments for `gymnasium.make` (a dict).
     n_envs: how many envs step together in the training vector env; one
       batched policy call serves all of them.
@@ -224,10 +229,21 @@ class RLTask:
     dist_inputs_size: set by the trainer (width of the stored policy outputs).
   """
 
+  jax_native = False
+
   def __init__(self, env=gin.REQUIRED, env_kwargs=None, n_envs=8, gamma=0.99,
                max_steps=None, time_limit=None, initial_trajectories=0,
                num_stacked_frames=1, atari_preprocessing=False,
                n_replay_epochs=1, seed=0, dist_inputs_size=1):
+    if jax_envs.is_jax_env(env):
+      # The same bindings, the other backend: this object becomes the
+      # JAX-native task (rl.jax_task), whose envs live on the device.
+      from rl import jax_task  # pylint: disable=import-outside-toplevel
+      self.__class__ = jax_task.JaxTask
+      self._setup_jax(env, env_kwargs, n_envs, gamma, max_steps, time_limit,
+                      initial_trajectories, num_stacked_frames, atari_preprocessing,
+                      n_replay_epochs, seed, dist_inputs_size)
+      return
     envs_lib.check_env_id(env)
     if isinstance(num_stacked_frames, bool) or not isinstance(num_stacked_frames, int) or (
         num_stacked_frames < 1):
@@ -302,6 +318,10 @@ class RLTask:
     env = envs_lib.make_vector_env(self.env_name, n_envs, self._env_kwargs, time_limit,
                                    video_folder=video_folder, wrappers=wrappers)
     return env, game_returns
+
+  def share_programs(self, other):
+    """Uses `other`'s compiled functions where it has any (a task of the same config)."""
+    del other  # the gymnasium task compiles nothing of its own
 
   def set_dist_inputs_size(self, size):
     """Called by the trainer once it knows its policy's output width."""

@@ -26,13 +26,16 @@ def draw(trainer, name, data, carry, seed=0):
                                        supervised.variables))
 
 
-def value_batch(trainer, seed=0):
+def value_batch(trainer, seed=0, target=None):
   """A ValueBatch of an ActorCriticTrainer or ValueAgent: every stored epoch, with
-  the current target network (`trainer._target`) and online value network."""
+  `target` as the target network (default: the one an epoch's training starts
+  from, the online value network)."""
   data = trainer.value_data() if hasattr(trainer, 'value_data') else trainer.task.slice_data()
-  return draw(trainer, 'value', data, trainer._target, seed)
+  if target is None:
+    target = trainer._trainers['value'].variables
+  return draw(trainer, 'value', data, target, seed)
 
 
 def policy_batch(trainer, seed=0):
   """A policy batch of a PolicyTrainer from the data and carry its policy trains on."""
-  return draw(trainer, 'policy', trainer.policy_data(), trainer.policy_carry(), seed)
+  return draw(trainer, 'policy', trainer.policy_data(), trainer.policy_carry(trainer.train_state), seed)

@@ -98,3 +98,24 @@ class GatedCartPole(CartPoleEnv):
 if ENV_ID not in gym.registry:
   gym.register(ENV_ID, entry_point=GatedCartPole, max_episode_steps=500,
                reward_threshold=475.0)
+
+
+# JAX-native envs step inside a compiled call, where no Python can wait: with
+# the environment variable JAX_GATE_VARIABLE naming a gate file, importing this
+# module makes every JAX-native epoch wait at that gate before it starts
+# (RLTrainer.collect_and_train), with the same rules as the env's steps above.
+JAX_GATE_VARIABLE = 'RL_TEST_JAX_GATE'
+
+
+def _gate_jax_epochs(gate):
+  from rl.trainers import base  # pylint: disable=import-outside-toplevel
+  original = base.RLTrainer.collect_and_train
+
+  def collect_and_train(self, *args, **kwargs):
+    wait_at_gate(gate)
+    return original(self, *args, **kwargs)
+  base.RLTrainer.collect_and_train = collect_and_train
+
+
+if os.environ.get(JAX_GATE_VARIABLE):
+  _gate_jax_epochs(os.path.abspath(os.environ[JAX_GATE_VARIABLE]))

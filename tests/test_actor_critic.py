@@ -159,23 +159,22 @@ def test_shared_layers_are_copied_between_the_policy_and_the_value_net():
   assert not trees_equal(params_of(trainer, 'policy')['body'],
                          params_of(trainer, 'value')['body'])
 
-  # Snapshot both nets as each of them starts to train (ActorCriticTrainer.train_epoch:
+  # Snapshot both nets as each of them starts to train (ActorCriticTrainer.update:
   # policy -> value before value training, value -> policy after it). Each
-  # network's epoch is one fused call of its supervised Trainer's `train`.
+  # network's epoch is one `fit` inside the epoch's compiled update; a debug
+  # callback hands the state it starts from back to the host.
   snapshots = {}
+  original = trainer.fit
 
-  def spy(name, trainer_obj):
-    original = trainer_obj.train
-
-    def train(*args, **kwargs):
-      snapshots[name] = (params_of(trainer, 'policy'), params_of(trainer, 'value'))
-      return original(*args, **kwargs)
-    trainer_obj.train = train
-
-  spy('value', value_t)
-  spy('policy', policy_t)
+  def fit(state, name, *args, **kwargs):
+    def record(policy, value):
+      snapshots[name] = (jax.device_get(policy), jax.device_get(value))
+    jax.debug.callback(record, state.nets['policy']['params'], state.nets['value']['params'])
+    return original(state, name, *args, **kwargs)
+  trainer.fit = fit
   trainer.collect(n_interactions=16)
   trainer.train_epoch()
+  jax.effects_barrier()
 
   policy_before_value, value_before_value = snapshots['value']
   assert trees_equal(policy_before_value['body'], value_before_value['body'])
@@ -210,23 +209,21 @@ def test_a_shared_normalizer_trains_both_nets_on_the_acting_statistics():
   policy_t, value_t = trainer._trainers['policy'], trainer._trainers['value']
   assert models.top_level_layers(policy_t.variables)[:1] == ['normalizer']
   seen = {}
+  original = trainer.fit
 
-  def spy(name, trainer_obj):
-    original = trainer_obj.train
-
-    def train(*args, **kwargs):
-      seen[name] = jax.device_get(trainer_obj.model_state)
-      return original(*args, **kwargs)
-    trainer_obj.train = train
-
-  spy('value', value_t)
-  spy('policy', policy_t)
+  def fit(state, name, *args, **kwargs):
+    # The model state each network starts its training from, handed to the host.
+    jax.debug.callback(lambda model_state: seen.__setitem__(name, jax.device_get(model_state)),
+                       state.nets[name]['model_state'])
+    return original(state, name, *args, **kwargs)
+  trainer.fit = fit
   for epoch in (1, 2):
     # trainer.collect keeps the acting state (the normaliser statistics) it moved on.
     trainer.collect(n_interactions=16, epoch_id=epoch)
     acting = jax.device_get(trainer.acting_state.model_state)
     assert float(acting['normalizer']['normalizer']['count']) == 16 * epoch
     trainer.train_epoch()
+    jax.effects_barrier()
     assert trees_equal(seen['value'], acting), f'epoch {epoch}: value net'
     assert trees_equal(seen['policy'], acting), f'epoch {epoch}: policy net'
 

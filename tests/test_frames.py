@@ -199,7 +199,7 @@ def test_value_blocks_give_the_values_of_one_call(monkeypatch):
                 policy_train_steps_per_epoch=1)
   trainer.collect(n_interactions=600, epoch_id=1)
   data = task.slice_data()
-  target, key = trainer._target, jax.random.PRNGKey(0)  # pylint: disable=protected-access
+  target, key = trainer._trainers['value'].variables, jax.random.PRNGKey(0)  # pylint: disable=protected-access
 
   def values():
     return np.asarray(jax.jit(trainer.row_values, static_argnums=3)(data, key, target, 'mean'))

@@ -143,9 +143,10 @@ def test_huber_and_the_masked_regression_loss():
 def constant_q_target(trainer, q_per_action):
   """A target network whose Q-values (return units) are q_per_action everywhere."""
   scale = trainer._value_scale
-  params = jax.tree_util.tree_map(jnp.zeros_like, trainer._target['params'])
+  variables = trainer._trainers['value'].variables
+  params = jax.tree_util.tree_map(jnp.zeros_like, variables['params'])
   params['quality_head']['bias'] = jnp.asarray(q_per_action, jnp.float32) / scale
-  return dict(trainer._target, params=params)
+  return dict(variables, params=params)
 
 
 def chain_of_three(terminate):
@@ -163,8 +164,9 @@ def test_every_step_is_trained_and_only_termination_stops_the_bootstrap(terminat
   task = chain_of_three(terminate)
   trainer = DQN(task, **dict(TINY, n_interactions_per_epoch=6, value_batch_size=64))
   trainer.collect(n_interactions=6)
-  trainer._target = constant_q_target(trainer, [2.0, 1.0])  # max Q = 2 everywhere
-  obs, actions, targets, mask = batch_helpers.value_batch(trainer)
+  # max Q = 2 everywhere
+  obs, actions, targets, mask = batch_helpers.value_batch(
+      trainer, target=constant_q_target(trainer, [2.0, 1.0]))
   assert obs.shape == (64, 1, 1) and targets.shape == mask.shape == (64, 1)
   assert np.all(np.asarray(mask) == 1)
   t = np.asarray(obs)[:, 0, 0].astype(int)
@@ -191,8 +193,8 @@ def test_two_step_targets_through_the_task(terminate):
   trainer = DQN(task, max_slice_length=3, **dict(TINY, n_interactions_per_epoch=6,
                                                   value_batch_size=64))
   trainer.collect(n_interactions=6)
-  trainer._target = constant_q_target(trainer, [2.0, 1.0])
-  obs, _, targets, mask = batch_helpers.value_batch(trainer)
+  obs, _, targets, mask = batch_helpers.value_batch(
+      trainer, target=constant_q_target(trainer, [2.0, 1.0]))
   t = np.asarray(obs)[:, 0, 0].astype(int)
   assert set(t) == {0, 1, 2} and np.all(np.asarray(mask) == 1)
   np.testing.assert_allclose(np.asarray(targets)[:, 0] * trainer._value_scale,
@@ -205,10 +207,10 @@ def test_double_dqn_targets_through_the_task_use_the_online_argmax():
   trainer.collect(n_interactions=6)
   # Target Q = (2, 1); the online net is made to prefer action 1 everywhere,
   # so Double DQN bootstraps from 1, not from max = 2.
-  trainer._target = constant_q_target(trainer, [2.0, 1.0])
+  target = constant_q_target(trainer, [2.0, 1.0])
   online = constant_q_target(trainer, [0.0, 5.0])
   trainer._value_trainer.model_weights = online['params']
-  obs, _, targets, _ = batch_helpers.value_batch(trainer)
+  obs, _, targets, _ = batch_helpers.value_batch(trainer, target=target)
   t = np.asarray(obs)[:, 0, 0].astype(int)
   expected = np.where(t == 2, 3.0, (t + 1) + GAMMA * 1.0)
   np.testing.assert_allclose(np.asarray(targets)[:, 0] * trainer._value_scale, expected,
@@ -258,15 +260,19 @@ def three_epochs():
       task, synced, exploration_rate=SCHEDULE, n_replay_epochs=2, sync_freq=3,
       **dict(TINY, value_train_steps_per_epoch=4, value_evals_per_epoch=2))
   online = trainer._trainers['value']
-  original = online.train
+  original = trainer.fit
 
-  def train(data, key, carry, *args, **kwargs):
+  def start(step, carry_params, online_params):
+    if trees_equal(carry_params, online_params):
+      synced.append((int(step), jax.device_get(online_params)))
+
+  def fit(state, name, data, *args, carry=None, **kwargs):
     # The epoch's training starts from the target it is handed (the carry):
     # a sync when that is the online network as it stands.
-    if trees_equal(jax.device_get(carry['params']), jax.device_get(online.model_weights)):
-      synced.append((online.step, jax.device_get(online.model_weights)))
-    return original(data, key, carry, *args, **kwargs)
-  online.train = train
+    net = state.nets[name]
+    jax.debug.callback(start, net['step'], carry['params'], net['params'])
+    return original(state, name, data, *args, carry=carry, **kwargs)
+  trainer.fit = fit
   task.collect_initial()
   epochs = [{'buffer': sorted(task.epochs)}]
   for _ in range(3):
@@ -275,9 +281,9 @@ def three_epochs():
     synced.sort(key=lambda s: s[0])
     epochs.append({'record': record, 'syncs': [s for s, _ in synced],
                    'buffer': sorted(task.epochs), 'step': online.step,
-                   'target': jax.device_get(trainer._target), 'last_synced': synced[-1][1],
+                   'target': jax.device_get(trainer._extra['target']), 'last_synced': synced[-1][1],
                    'online': jax.device_get(online.model_weights)})
-  online.train = original
+  trainer.fit = original
   yield trainer, epochs
   gin.clear_config()
 
@@ -349,15 +355,16 @@ def test_a_replay_is_padded_to_its_final_size_from_the_first_epoch():
 def test_state_dict_round_trip_restores_the_target_network(three_epochs):
   trainer, _ = three_epochs
   # Make the target lag the online network (as after a mid-epoch sync).
-  trainer._target = dict(trainer._target, params=jax.tree_util.tree_map(
-      lambda x: x + 1.0, trainer._target['params']))
+  target = trainer._extra['target']
+  trainer._extra = dict(trainer._extra, target=dict(target, params=jax.tree_util.tree_map(
+      lambda x: x + 1.0, target['params'])))
   arrays, meta = jax.device_get(trainer.state_dict())
   other = DQN(task_for('CartPole-v1', initial_trajectories=2), exploration_rate=SCHEDULE,
               n_replay_epochs=2, sync_freq=3,
               **dict(TINY, value_train_steps_per_epoch=4, value_evals_per_epoch=2))
   other.load_state_dict(arrays, meta)
   assert other.epoch == 3
-  assert trees_equal(other._target, trainer._target)
+  assert trees_equal(other._extra['target'], trainer._extra['target'])
   assert trees_equal(other._trainers['value'].model_weights,
                      trainer._trainers['value'].model_weights)
   # Epsilon is a function of the restored epoch counter.

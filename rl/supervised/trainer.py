@@ -268,7 +268,11 @@ class Trainer:
 
   def _replicate(self, tree):
     if self._replicated is None:
-      return jax.device_put(tree)
+      # Arrays already on the device stay as they are: device_put checks
+      # every leaf's placement at some 0.1 ms each, which an RL trainer
+      # handing its whole state back after every epoch pays many times over.
+      return jax.tree_util.tree_map(
+          lambda x: x if isinstance(x, jax.Array) else jax.device_put(x), tree)
     return jax.device_put(tree, self._replicated)
 
   def _check_batch_size(self, size):
@@ -300,7 +304,16 @@ class Trainer:
     self._state, key, carry, result = self._epoch(
         self._state, data, key, carry, None, n_chunks=n_chunks,
         steps_per_chunk=n_steps // n_chunks, n_eval_steps=n_eval_steps)
-    return self._results(result, n_steps, start), key, carry
+    return self.results(result, start), key, carry
+
+  def epoch(self, state, data, key, carry=None, n_steps=1, n_chunks=1, n_eval_steps=0):
+    """`train`'s epoch as a pure function of `state`: (state, key, carry, EpochResult).
+
+    Not jitted: it is traced into a caller's compiled function (an RL
+    trainer's whole epoch, several networks and the collection with it).
+    """
+    return fused_epoch(self.spec, state, data, key, carry, None, n_chunks=n_chunks,
+                       steps_per_chunk=n_steps // n_chunks, n_eval_steps=n_eval_steps)
 
   def train_epoch(self, n_steps, n_eval_steps=0):
     """Standalone use: `n_steps` updates on batches of `inputs()`, then the metrics.
@@ -322,21 +335,23 @@ class Trainer:
     self._state, _, _, result = self._epoch(
         self._state, None, keys.seed_key(0), None, stacked, n_chunks=1,
         steps_per_chunk=n_steps, n_eval_steps=n_eval_steps)
-    results = self._results(result, n_steps, start)
+    results = self.results(result, start)
     if self._checkpointer is not None:
       self._checkpointer.save(self.step, {'trainer': self.state_dict()}, {})
     return results
 
-  def _results(self, result, n_steps, start):
-    """The host dict of an epoch: mean loss, learning_rate, gradients_l2, metrics.
+  def results(self, result, start):
+    """The host dict of an epoch's EpochResult: mean loss, learning_rate, gradients_l2, metrics.
 
     The mean training loss is keyed `loss_name`, or 'train_' + loss_name when
-    a metric of that name exists. Raises NonFiniteLossError on a NaN or
-    infinite loss or metric.
+    a metric of that name exists; steps_per_second counts the epoch's steps
+    over the seconds since `start` (perf_counter). Raises NonFiniteLossError
+    on a NaN or infinite loss or metric.
     """
     result = jax.device_get(result)
     seconds = max(time.perf_counter() - start, 1e-9)
     step = int(result.step)
+    n_steps = int(np.shape(result.losses)[0])
     results = {}
     if n_steps:
       losses = np.asarray(result.losses)
@@ -374,6 +389,15 @@ class Trainer:
   @property
   def step(self):
     return int(self._state['step'])
+
+  @property
+  def state(self):
+    """The whole training state, {'params', 'model_state', 'opt_state', 'step'} (a pytree)."""
+    return self._state
+
+  @state.setter
+  def state(self, state):
+    self._state = self._replicate(state)
 
   @property
   def model_weights(self):

@@ -26,13 +26,13 @@ from rl.trainers import batches
 from rl.trainers import losses
 from rl.trainers import q_values as q_values_lib
 from rl.trainers.base import check_divisible
-from rl.trainers.base import prefix_trainer_metrics
 from rl.trainers.base import check_estimator_margin
 from rl.trainers.base import check_on_policy
 from rl.trainers.base import check_whole_episodes
 from rl.trainers.policy import PolicyTrainer
 from rl.trainers.policy import build_trainer
 from rl.trainers.policy import example_observation
+from rl.supervised.trainer import variables_of
 
 # Observation bytes the value network reads per call when `row_advantages`
 # evaluates every stored row: above this the rows go through it in blocks, so
@@ -92,6 +92,7 @@ class ActorCriticTrainer(PolicyTrainer):
   """
 
   on_policy = False
+  supports_jax_envs = True
   # The value network's summaries (value_loss, value_mean, value_learning_rate, ...).
   summary_dirs = {'value': 'value_'}
 
@@ -174,8 +175,6 @@ class ActorCriticTrainer(PolicyTrainer):
         after_chunk=lambda target, variables: variables)
     self._trainers['value'] = self._value_trainer
     self._check_shared_layers(type(self).__name__)
-    # The value network the advantages and value targets are computed with.
-    self._target = self._value_trainer.variables
 
   def _check_shared_layers(self, name):
     """n_shared_layers must name layers both networks have, in the same order."""
@@ -279,8 +278,10 @@ class ActorCriticTrainer(PolicyTrainer):
   def policy_data(self):
     return self.task.slice_data([-1] if self.on_policy else None)
 
-  def policy_carry(self):
-    return self._target
+  def policy_carry(self, state):
+    # The value network the advantages are computed with: as the epoch's
+    # value training left it.
+    return variables_of(state.nets['value'])
 
   def prepare_policy_data(self, data, key, target):
     """`data` with each row's advantage under the (just trained) value network."""
@@ -319,34 +320,37 @@ class ActorCriticTrainer(PolicyTrainer):
 
   # -- the epoch ----------------------------------------------------------------------
 
-  def _copy_shared(self, src, dst):
-    """Copies the first n_shared_layers of trainer src into trainer dst."""
-    merged = models.copy_shared_layers(src.variables, dst.variables, self._n_shared_layers)
-    dst.model_weights = merged.pop('params')
-    dst.model_state = merged
+  def _copy_shared(self, state, src, dst):
+    """`state` with the first n_shared_layers of network src copied into network dst (pure)."""
+    merged = models.copy_shared_layers(variables_of(state.nets[src]),
+                                       variables_of(state.nets[dst]), self._n_shared_layers)
+    params = merged.pop('params')
+    return self.with_net(state, dst, params=params, model_state=merged)
 
-  def train_epoch(self):
+  def epoch_data(self):
+    return {'value': self.task.slice_data(), 'policy': self.policy_data()}
+
+  def rollout_data(self, data):
+    return {'value': data, 'policy': data}
+
+  def update(self, state, data):
     # Both nets get the acting statistics before anything is copied: with the
     # normaliser among the shared layers, the copy below hands the policy's
     # statistics to the value net, so the policy's must be current already.
-    self.use_acting_statistics(self._policy_trainer)
-    self.use_acting_statistics(self._value_trainer)
+    state = self.with_acting_statistics(state, 'policy')
+    state = self.with_acting_statistics(state, 'value')
     if self._n_shared_layers:
-      self._copy_shared(self._policy_trainer, self._value_trainer)
+      state = self._copy_shared(state, 'policy', 'value')
     # The targets come from the value net as it was when its chunk started;
     # it is synced after each of the value_evals_per_epoch chunks, so the
     # policy's advantages use the trained value net.
-    value_metrics, self._target = self.train_network(
-        'value', self.task.slice_data(), self._value_train_steps, self._value_evals,
-        self._value_eval_steps, self._value_trainer.variables)
+    state, value_result, _ = self.fit(
+        state, 'value', data['value'], self._value_train_steps, self._value_evals,
+        self._value_eval_steps, carry=variables_of(state.nets['value']))
     if self._n_shared_layers:
-      self._copy_shared(self._value_trainer, self._policy_trainer)
-    policy_metrics = self._train_policy()
-    return {**policy_metrics, **prefix_trainer_metrics(value_metrics, 'value_')}
-
-  def _load_extra_arrays(self, arrays):
-    del arrays
-    self._target = self._value_trainer.variables
+      state = self._copy_shared(state, 'value', 'policy')
+    state, policy_result = self.train_policy(state, data['policy'])
+    return state, {'value': value_result, 'policy': policy_result}, {}
 
 
 @gin.configurable(denylist=['task', 'output_dir'])

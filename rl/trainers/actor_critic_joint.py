@@ -61,6 +61,7 @@ class ActorCriticJointTrainer(RLTrainer):
   """
 
   on_policy = False
+  supports_jax_envs = True
 
   def __init__(self, task, joint_model=None, optimizer=None, lr_schedule=None, batch_size=64,
                train_steps_per_epoch=500, supervised_evals_per_epoch=1,
@@ -161,12 +162,17 @@ class ActorCriticJointTrainer(RLTrainer):
         **extra,
     }
 
-  def train_epoch(self):
-    self.use_acting_statistics(self._trainer)
-    data = self.task.slice_data([-1] if self.on_policy else None)
-    metrics, _ = self.train_network('joint', data, self._train_steps, self._evals,
-                                    self._eval_steps)
-    return metrics
+  def epoch_data(self):
+    return {'joint': self.task.slice_data([-1] if self.on_policy else None)}
+
+  def rollout_data(self, data):
+    return {'joint': data}
+
+  def update(self, state, data):
+    state = self.with_acting_statistics(state, 'joint')
+    state, result, _ = self.fit(state, 'joint', data['joint'], self._train_steps, self._evals,
+                                self._eval_steps)
+    return state, {'joint': result}, {}
 
 
 @gin.configurable(denylist=['task', 'output_dir'])

@@ -89,6 +89,19 @@ def check_whole_episodes(trainer, task, collection, alternative=''):
         f"as if the episode had ended there; {', or '.join(fixes)}.")
 
 
+# The trainers whose epoch runs on JAX-native envs (RLTrainer.supports_jax_envs).
+JAX_NATIVE_TRAINERS = ('A2C, PPO, AWR and SamplingAWR (with n_replay_epochs = 1), '
+                       'A2CJoint, PPOJoint and AWRJoint')
+
+
+def check_backend(trainer, task):
+  """Refuses, in one line, a trainer that cannot train on the task's JAX-native envs."""
+  if task.jax_native and not trainer.supports_jax_envs:
+    raise ConfigError(f'{type(trainer).__name__} does not support JAX-native envs '
+                      f'({task.env_name}) yet; use {JAX_NATIVE_TRAINERS}, or a gymnasium '
+                      'env id.')
+
+
 def check_divisible(steps, evals, steps_name, evals_name):
   """Uneven chunks are rejected up front, not when a later epoch would hit them."""
   if evals < 1 or steps % evals:
@@ -130,6 +143,19 @@ def act(apply_fn, dist, output_fn, params, acting_state, obs, sample_args, tempe
   return actions, dist_inputs, ActingState(key, model_state)
 
 
+class TrainState(NamedTuple):
+  """Everything a trainer's epoch reads and writes, as one pytree.
+
+  `RLTrainer.update` takes one and returns the next; the gymnasium backend
+  calls it once per epoch after collecting on the host, the JAX-native one
+  (rl.jax_envs) traces it into the same compiled call as the collection.
+  """
+  nets: dict  # network name -> its supervised state {'params', 'model_state', 'opt_state', 'step'}
+  train_key: jax.Array  # draws the training batches
+  acting: ActingState  # collection key and normaliser statistics
+  extra: dict  # trainer-specific arrays (DQN's target network), checkpointed
+
+
 class HostPolicy:
   """Adapts a pure acting function to the task's host loop: obs -> (actions, dist_inputs).
 
@@ -138,15 +164,18 @@ class HostPolicy:
   once the loop is over.
   """
 
-  def __init__(self, act_fn, params, state, sample_args):
+  def __init__(self, act_fn, params, state, sample_args, pure=None):
     self._act = act_fn
-    self._params = params
-    self._sample_args = sample_args
+    self.params = params
+    self.sample_args = sample_args
     self.state = state
+    # The same acting function unjitted (its static arguments bound), for a
+    # caller that traces it into its own compiled loop (rl.jax_task's evaluation).
+    self.pure = pure
 
   def __call__(self, obs):
-    actions, dist_inputs, self.state = self._act(self._params, self.state, obs,
-                                                 self._sample_args)
+    actions, dist_inputs, self.state = self._act(self.params, self.state, obs,
+                                                 self.sample_args)
     return np.asarray(actions), np.asarray(dist_inputs)
 
 
@@ -162,6 +191,7 @@ class _BuiltAfterConfiguration(type):
 
   def __call__(cls, *args, **kwargs):
     trainer = super().__call__(*args, **kwargs)
+    trainer.check_jax_native()
     trainer.reserve_replay()
     trainer.build_networks()
     return trainer
@@ -198,10 +228,14 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
   """
 
   summary_dirs = {}
+  # Whether the trainer's epoch can run on JAX-native envs (rl.jax_task):
+  # it needs `rollout_data`, i.e. it trains on the newest epoch alone.
+  supports_jax_envs = False
 
   def __init__(self, task, n_trajectories_per_epoch=None, n_interactions_per_epoch=None,
                n_eval_episodes=0, eval_temperatures=(0.0,), eval_every=1, only_eval=False,
                output_dir=None, collect_per_epoch=None):
+    check_backend(self, task)
     if collect_per_epoch is not None:
       warnings.warn('collect_per_epoch is deprecated; use n_trajectories_per_epoch.',
                     DeprecationWarning, stacklevel=2)
@@ -236,6 +270,9 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     # batches (and any sampling inside the losses' inputs).
     seed_key, self.train_key = keys.seed_and_folded(task.seed, 2)
     self._acting = ActingState(seed_key, {})
+    self._extra = {}
+    # One compiled call trains every network of an epoch (see `update`).
+    self._update = jax.jit(self.update)
 
   # -- construction -----------------------------------------------------------------
 
@@ -243,6 +280,25 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
   # what the reserved size costs, so a large replay (pixels, a million
   # steps) grows with its contents instead.
   MAX_RESERVED_ROWS = 2**17
+
+  def check_jax_native(self):
+    """On JAX-native envs: epochs of env steps, no replay, no only_eval (else one line)."""
+    if not self.task.jax_native:
+      return
+    name, env = type(self).__name__, self.task.env_name
+    if self._n_interactions is None:
+      raise ConfigError(
+          f'{name} on JAX-native envs ({env}) collects a fixed number of env steps per '
+          'epoch inside its compiled epoch: set n_interactions_per_epoch (a multiple of '
+          'RLTask.n_envs) instead of n_trajectories_per_epoch.')
+    if self.task.n_replay_epochs != 1:
+      raise ConfigError(
+          f'{name} on JAX-native envs ({env}) trains on the newest epoch only: replay '
+          f'over n_replay_epochs = {self.task.n_replay_epochs} is not supported yet; set '
+          'it to 1, or use a gymnasium env id.')
+    if self._only_eval:
+      raise ConfigError(f'only_eval is not supported on JAX-native envs ({env}) yet; '
+                        'evaluate a run with rl.evaluate instead.')
 
   def reserve_replay(self):
     """Reserves a replay's final size in the task's device buffers, before training.
@@ -281,10 +337,23 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     self._acting = ActingState(self._acting.key,
                                jax.tree_util.tree_map(jnp.asarray, dict(trainer.model_state)))
     pure = functools.partial(act, trainer.spec.apply_fn, dist, output_fn)
+    self._act_pure = pure
+    self._eval_acts = {}
+    self._acting_name = next(name for name, t in self._trainers.items() if t is trainer)
     self._act = jax.jit(pure, static_argnames=('temperature', 'update'))
     # The collect loop's call, with its static arguments bound once: dispatch
     # then skips hashing keyword arguments on every env step.
     self._act_collect = jax.jit(functools.partial(pure, temperature=1.0, update=True))
+
+  def share_programs(self, other):
+    """Acts and evaluates with `other`'s functions, so nothing compiles twice.
+
+    For trainers of one config that differ only in their seed (rl.seeds):
+    their acting functions are the same computation on other parameters.
+    """
+    self._act_pure, self._eval_acts = other._act_pure, other._eval_acts
+    self._act, self._act_collect = other._act, other._act_collect
+    self.task.share_programs(other.task)
 
   @property
   def acting_state(self):
@@ -319,17 +388,6 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     if isinstance(policy, HostPolicy):
       self._acting = policy.state
 
-  def use_acting_statistics(self, trainer):
-    """Hands `trainer` the normaliser statistics the acting model collected with.
-
-    The epoch's data was normalised by the acting model as its statistics
-    stood after collection; a network that normalises the same observations
-    must train on exactly those, not on the ones it kept from last epoch.
-    A network without a normaliser (no model state) is left as it is.
-    """
-    if trainer.model_state:
-      trainer.model_state = self._acting.model_state
-
   def sampling_args(self, temperature):
     """Extra traced arguments of `dist.sample` when acting (e.g. DQN's epsilon)."""
     del temperature
@@ -356,9 +414,12 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
   def eval_policy(self, temperature, key):
     """A policy at `temperature` with its own key stream; statistics frozen."""
     act_fn = functools.partial(self._act, temperature=temperature, update=False)
+    # One object per temperature, so that a caller compiling it keeps one program.
+    pure = self._eval_acts.setdefault(
+        temperature, functools.partial(self._act_pure, temperature=temperature, update=False))
     return HostPolicy(act_fn, self._acting_trainer.variables['params'],
                       ActingState(key, self._acting.model_state),
-                      self.sampling_args(temperature))
+                      self.sampling_args(temperature), pure=pure)
 
   def eval_seed(self, epoch):
     """Reset seed of the evaluation after `epoch`: a pure function of (seed, epoch)."""
@@ -392,31 +453,156 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
 
   # -- training -----------------------------------------------------------------------
 
-  def train_network(self, name, data, n_steps, n_chunks=1, n_eval_steps=0, carry=None):
-    """One fused epoch of supervised trainer `name` on `data`, with the trainer's key.
+  # Network name -> the prefix of its learning_rate, gradients_l2 and
+  # steps_per_second in the epoch's metrics (none for a network not listed).
+  metric_prefixes = {'policy': 'policy_', 'value': 'value_'}
 
-    Returns (metrics, carry).
+  @property
+  def train_state(self):
+    """The TrainState: every network's state, the training key, the acting state, extras."""
+    return TrainState({name: t.state for name, t in self._trainers.items()}, self.train_key,
+                      self._acting, self._extra)
+
+  @train_state.setter
+  def train_state(self, state):
+    for name, net in state.nets.items():
+      self._trainers[name].state = net
+    self.train_key = state.train_key
+    self._acting = state.acting
+    self._extra = dict(state.extra)
+
+  def update(self, state, data):
+    """One epoch's training, pure: (state, {network: EpochResult}, {name: scalar}).
+
+    `state` is a TrainState and `data` what `epoch_data` gives (or, on the
+    JAX-native backend, the same built from the epoch's rollout). The last
+    dict holds metrics that are neither a network's nor the collection's.
     """
-    metrics, self.train_key, carry = self._trainers[name].train(
-        data, self.train_key, carry, n_steps=n_steps, n_chunks=n_chunks,
+    raise NotImplementedError
+
+  def epoch_data(self):
+    """The data `update` trains on this epoch, from the task's buffer (device arrays)."""
+    raise NotImplementedError
+
+  def fit(self, state, name, data, n_steps, n_chunks=1, n_eval_steps=0, carry=None):
+    """One fused epoch of network `name` on `data` inside `update`, pure.
+
+    Returns (state, EpochResult, carry); the batches are drawn with the
+    state's training key, which moves on.
+    """
+    net, key, carry, result = self._trainers[name].epoch(
+        state.nets[name], data, state.train_key, carry, n_steps=n_steps, n_chunks=n_chunks,
         n_eval_steps=n_eval_steps)
-    return metrics, carry
+    return state._replace(nets={**state.nets, name: net}, train_key=key), result, carry
+
+  @staticmethod
+  def with_net(state, name, **fields):
+    """`state` with network `name`'s state fields replaced (pure)."""
+    return state._replace(nets={**state.nets, name: dict(state.nets[name], **fields)})
+
+  def with_acting_statistics(self, state, name):
+    """`state` where network `name` holds the normaliser statistics the acting model collected with.
+
+    The epoch's data was normalised by the acting model as its statistics
+    stood after collection; a network that normalises the same observations
+    must train on exactly those, not on the ones it kept from last epoch.
+    A network without a normaliser (no model state) is left as it is.
+    """
+    if not state.nets[name]['model_state']:
+      return state
+    return self.with_net(state, name, model_state=state.acting.model_state)
+
+  def epoch_metrics(self, results, extra, start):
+    """The host metrics of `update`'s outputs (NonFiniteLossError on a NaN loss)."""
+    metrics = {}
+    for name, result in results.items():
+      metrics.update(prefix_trainer_metrics(self._trainers[name].results(result, start),
+                                            self.metric_prefixes.get(name, '')))
+    metrics.update({k: float(v) for k, v in jax.device_get(extra).items()})
+    return metrics
+
+  # -- JAX-native envs: the whole epoch in one call ------------------------------------
+
+  def rollout_data(self, data):
+    """`update`'s data from the SliceData of the epoch's rollout (JAX-native envs)."""
+    raise NotImplementedError(f'{type(self).__name__} has no JAX-native epoch')
+
+  def jax_epoch(self, state, carry, sample_args, n_steps):
+    """Collect `n_steps` steps of every env and train on them, pure.
+
+    The acting function is the one training collection uses on the host
+    (temperature 1, normaliser statistics updated), the rollout becomes the
+    stored-trajectory layout (rl.jax_envs.rollout_slices) and `update`
+    trains on it, all traced into one program.
+
+    Returns (state, carry, results, extra, (episode_returns, ended), n_segments).
+    """
+    act_fn = functools.partial(self._act_pure, temperature=1.0, update=True)
+    acting, carry, rollout = self.task.rollout(
+        act_fn, state.nets[self._acting_name]['params'], state.acting, carry, sample_args,
+        n_steps)
+    data, n_segments = self.task.rollout_slices(rollout)
+    state, results, extra = self.update(state._replace(acting=acting), self.rollout_data(data))
+    return state, carry, results, extra, (rollout.episode_return, rollout.ended), n_segments
+
+  @property
+  def jax_epoch_steps(self):
+    """Steps per env of a JAX-native epoch (`jax_epoch`'s static n_steps)."""
+    return self._n_interactions // self.task.n_envs
+
+  def collect_and_train(self, outputs=None, start=None):
+    """One epoch on JAX-native envs: one compiled call, then host bookkeeping.
+
+    outputs: `jax_epoch`'s outputs for this trainer if already computed,
+    by a call that began at `start` (perf_counter).
+    Returns (collection stats, training metrics) as `collect` and
+    `train_epoch` do on the gymnasium backend.
+    """
+    start = time.perf_counter() if start is None else start
+    if outputs is None:
+      if not hasattr(self, '_jax_epoch'):
+        self._jax_epoch = jax.jit(self.jax_epoch, static_argnames='n_steps')
+      outputs = self._jax_epoch(self.train_state, self.task.carry, self.sampling_args(1.0),
+                                n_steps=self.jax_epoch_steps)
+    state, carry, results, extra, (returns, ended), n_segments = outputs
+    self.train_state = state
+    self.task.carry = carry
+    returns, ended, n_segments = jax.device_get((returns, ended, n_segments))
+    # Episodes in the order they ended (step-major, then env), as on the host.
+    episode_returns = [float(r) for r in returns[ended]]
+    self.task.record_epoch(self._n_interactions, n_segments, episode_returns)
+    stats = {'episode_returns': episode_returns, 'env_steps': self._n_interactions,
+             'n_trajectories': int(n_segments)}
+    return stats, self.epoch_metrics(results, extra, start)
 
   # -- the epoch loop ----------------------------------------------------------------
 
   def train_epoch(self):
-    """One epoch of training on the collected data; returns its metrics."""
-    raise NotImplementedError
-
-  def run_epoch(self):
-    """Collect, train, evaluate: one epoch. Returns its metrics record."""
-    self.epoch += 1
+    """One epoch of training on the collected data, in one compiled call; returns its metrics."""
     start = time.perf_counter()
-    stats = self.collect(n_trajectories=self._n_trajectories,
-                         n_interactions=self._n_interactions, epoch_id=self.epoch,
-                         only_eval=self._only_eval)
-    collected = time.perf_counter()
-    train_metrics = {} if self._only_eval else self.train_epoch()
+    state, results, extra = self._update(self.train_state, self.epoch_data())
+    self.train_state = state
+    return self.epoch_metrics(results, extra, start)
+
+  def run_epoch(self, outputs=None, started=None):
+    """Collect, train, evaluate: one epoch. Returns its metrics record.
+
+    outputs, started: on JAX-native envs, this trainer's outputs of
+    `jax_epoch` when the caller has already run it (rl.seeds runs many
+    seeds' at once), and the perf_counter time that call began.
+    """
+    self.epoch += 1
+    start = time.perf_counter() if started is None else started
+    if self.task.jax_native:
+      # Collection and training are one compiled call, timed as training.
+      collected = start
+      stats, train_metrics = self.collect_and_train(outputs, start)
+    else:
+      stats = self.collect(n_trajectories=self._n_trajectories,
+                           n_interactions=self._n_interactions, epoch_id=self.epoch,
+                           only_eval=self._only_eval)
+      collected = time.perf_counter()
+      train_metrics = {} if self._only_eval else self.train_epoch()
     trained = time.perf_counter()
     due = self.epoch % self._eval_every == 0 or self.epoch == self._last_epoch
     eval_metrics = self.evaluate() if self._n_eval_episodes and due else {}
@@ -432,7 +618,8 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
         'time_collect': collected - start,
         'time_train': trained - collected,
         'time_eval': evaluated - trained,
-        'env_steps_per_second': stats['env_steps'] / max(collected - start, 1e-9),
+        'env_steps_per_second': stats['env_steps'] / max((collected - start) or
+                                                         (trained - start), 1e-9),
     }
     return record
 
@@ -449,39 +636,11 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
       stop_at_return: stop (after checkpointing) once the greedy eval return
         reaches this; a run that already reached it does nothing more.
     """
-    def reached(record):
-      value = record.get('eval_return')
-      return stop_at_return is not None and value is not None and value >= stop_at_return
-
-    if self.history and reached(self.history[-1]):
-      return
-    first_epoch = None  # the first epoch this process runs; it compiles the jitted steps
-    self._last_epoch = n_epochs
-    while self.epoch < n_epochs:
+    loop = EpochLoop(self, n_epochs, checkpoint_fn, checkpoint_every, writer, log,
+                     stop_at_return)
+    while not loop.done:
       epoch_start = time.perf_counter()
-      record = self.run_epoch()
-      if first_epoch is None:
-        # Compiling makes the first epoch many times longer than the next: its
-        # seconds are logged apart and the time left is estimated without it.
-        first_epoch, timed_from = self.epoch, time.perf_counter()
-        record['time_compile'] = timed_from - epoch_start
-        per_epoch = None
-      else:
-        per_epoch = (time.perf_counter() - timed_from) / (self.epoch - first_epoch)
-      self.history.append(metrics_lib.clean(record))
-      if writer is not None:
-        writer.write(record)
-      if log is not None:
-        log(metrics_lib.console_line(record, n_epochs, per_epoch))
-      done = reached(record)
-      if checkpoint_fn is not None and (self.epoch % checkpoint_every == 0
-                                        or self.epoch == n_epochs or done):
-        checkpoint_fn()
-      if done:
-        if log is not None:
-          log(f'Stopping: eval return {record["eval_return"]:.1f} reached '
-              f'train_rl.stop_at_return = {stop_at_return}.')
-        break
+      loop.finish(self.run_epoch(), epoch_start)
 
   # -- checkpoints --------------------------------------------------------------------
 
@@ -493,7 +652,7 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
         'trainers': {name: t.state_dict() for name, t in self._trainers.items()},
         'collect': {'key': keys.to_data(self._acting.key), 'model_state': self._acting.model_state},
         'train_key': keys.to_data(self.train_key),
-        'extra': self._extra_arrays(),
+        'extra': self._extra,
     }
     meta = {'epoch': self.epoch, 'history': self.history, 'task': task_meta}
     return arrays, meta
@@ -507,17 +666,64 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
         dict(arrays['collect'].get('model_state', {})))
     self._acting = ActingState(keys.from_data(arrays['collect']['key'], 'collection key'), model_state)
     self.train_key = keys.from_data(arrays['train_key'], 'training key')
-    self._load_extra_arrays(arrays.get('extra', {}))
+    self._extra = jax.tree_util.tree_map(lambda t, r: jnp.asarray(r, dtype=t.dtype),
+                                         self._extra, dict(arrays.get('extra', {})))
     self.epoch = int(meta['epoch'])
     self.history = list(meta['history'])
-
-  def _extra_arrays(self):
-    """Subclass hook: more arrays to checkpoint (e.g. a target network)."""
-    return {}
-
-  def _load_extra_arrays(self, arrays):
-    del arrays
 
   def close(self):
     self.task.close()
 
+
+class EpochLoop:
+  """What RLTrainer.run does around each epoch: history, metrics, console, checkpoints, stop.
+
+  Apart from the epochs themselves, so that several trainers whose epochs
+  run together (rl.seeds: many seeds in one compiled call) each keep their
+  own bookkeeping. `done` says whether the trainer should run another epoch.
+  """
+
+  def __init__(self, trainer, n_epochs, checkpoint_fn=None, checkpoint_every=10, writer=None,
+               log=None, stop_at_return=None):
+    self.trainer = trainer
+    self.n_epochs = n_epochs
+    self._checkpoint_fn = checkpoint_fn
+    self._checkpoint_every = checkpoint_every
+    self._writer = writer
+    self._log = log
+    self._stop_at_return = stop_at_return
+    # The first epoch this process runs compiles the jitted steps.
+    self._first_epoch = self._timed_from = None
+    trainer._last_epoch = n_epochs  # pylint: disable=protected-access
+    history = trainer.history
+    self.done = trainer.epoch >= n_epochs or bool(history and self._reached(history[-1]))
+
+  def _reached(self, record):
+    value = record.get('eval_return')
+    return (self._stop_at_return is not None and value is not None
+            and value >= self._stop_at_return)
+
+  def finish(self, record, epoch_start):
+    """Books the epoch that began at `epoch_start` (perf_counter) and produced `record`."""
+    trainer = self.trainer
+    if self._first_epoch is None:
+      # Compiling makes the first epoch many times longer than the next: its
+      # seconds are logged apart and the time left is estimated without it.
+      self._first_epoch, self._timed_from = trainer.epoch, time.perf_counter()
+      record['time_compile'] = self._timed_from - epoch_start
+      per_epoch = None
+    else:
+      per_epoch = (time.perf_counter() - self._timed_from) / (trainer.epoch - self._first_epoch)
+    trainer.history.append(metrics_lib.clean(record))
+    if self._writer is not None:
+      self._writer.write(record)
+    if self._log is not None:
+      self._log(metrics_lib.console_line(record, self.n_epochs, per_epoch))
+    reached = self._reached(record)
+    if self._checkpoint_fn is not None and (trainer.epoch % self._checkpoint_every == 0
+                                            or trainer.epoch == self.n_epochs or reached):
+      self._checkpoint_fn()
+    if reached and self._log is not None:
+      self._log(f'Stopping: eval return {record["eval_return"]:.1f} reached '
+                f'train_rl.stop_at_return = {self._stop_at_return}.')
+    self.done = reached or trainer.epoch >= self.n_epochs

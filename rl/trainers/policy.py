@@ -17,7 +17,6 @@ from rl.supervised import optimizers
 from rl.supervised.trainer import Trainer
 from rl.trainers.base import RLTrainer
 from rl.trainers.base import check_divisible
-from rl.trainers.base import prefix_trainer_metrics
 
 
 def policy_distribution(task, trainer_name):
@@ -127,17 +126,25 @@ class PolicyTrainer(RLTrainer):
     """The SliceData the policy trains on this epoch (the newest epoch by default)."""
     return self.task.slice_data([-1])
 
-  def policy_carry(self):
-    """What the policy batches need besides the data (e.g. the value network)."""
+  def policy_carry(self, state):
+    """What the policy batches need besides the data (e.g. the value network), from `state`."""
+    del state
     return None
 
-  def _train_policy(self):
-    """The policy part of an epoch: one fused call."""
-    self.use_acting_statistics(self._policy_trainer)
-    metrics, _ = self.train_network(
-        'policy', self.policy_data(), self._policy_train_steps, self._policy_evals,
-        self._policy_eval_steps, self.policy_carry())
-    return prefix_trainer_metrics(metrics, 'policy_')
+  def train_policy(self, state, data):
+    """The policy part of an epoch (pure): (state, EpochResult)."""
+    state = self.with_acting_statistics(state, 'policy')
+    state, result, _ = self.fit(state, 'policy', data, self._policy_train_steps,
+                                self._policy_evals, self._policy_eval_steps,
+                                carry=self.policy_carry(state))
+    return state, result
 
-  def train_epoch(self):
-    return self._train_policy()
+  def epoch_data(self):
+    return {'policy': self.policy_data()}
+
+  def rollout_data(self, data):
+    return {'policy': data}
+
+  def update(self, state, data):
+    state, result = self.train_policy(state, data['policy'])
+    return state, {'policy': result}, {}

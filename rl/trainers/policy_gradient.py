@@ -4,6 +4,7 @@ import gin
 from rl import slices
 from rl.trainers import losses
 from rl.trainers.batches import ReturnsBatch
+from rl.trainers.base import check_backend
 from rl.trainers.base import check_whole_episodes
 from rl.trainers.policy import PolicyTrainer
 
@@ -32,6 +33,8 @@ class PolicyGradientTrainer(PolicyTrainer):
   def __init__(self, task, model=None, optimizer=None, lr_schedule=None, batch_size=64,
                train_steps_per_epoch=500, n_trajectories_per_epoch=None,
                max_slice_length=1, output_dir=None, **kwargs):
+    # Refused before the whole-episode check, whose fix this backend lacks.
+    check_backend(self, task)
     check_whole_episodes(self, task, dict(kwargs, n_trajectories_per_epoch=n_trajectories_per_epoch))
     super().__init__(
         task, policy_model=model, policy_optimizer=optimizer, policy_lr_schedule=lr_schedule,

@@ -36,11 +36,11 @@ from rl.supervised import lr_schedules
 from rl.trainers import batches
 from rl.trainers import losses
 from rl.trainers.base import RLTrainer
-from rl.trainers.base import prefix_trainer_metrics
 from rl.trainers.base import check_divisible
 from rl.trainers.base import check_whole_episodes
 from rl.trainers.policy import build_trainer
 from rl.trainers.policy import example_observation
+from rl.supervised.trainer import variables_of
 
 # The trainers that act in continuous (Box) action spaces, for the error message.
 _BOX_TRAINERS = 'PolicyGradientTrainer, A2C, PPO, AWR or SamplingAWR'
@@ -99,10 +99,6 @@ def q_regression_loss(q_values, actions, targets, mask, smooth=True):
   error = select_q(q_values, actions) - jax.lax.stop_gradient(targets)
   per_step = huber(error) if smooth else error ** 2
   return losses.masked_mean(per_step, mask)
-
-
-# The replay's cumulative slice counts, once per epoch (see ValueAgent.value_batch).
-_draw_table = jax.jit(slices.draw_table, static_argnames=('window', 'margin'))
 
 
 def epsilon_greedy(q_values, key, epsilon, n_actions):
@@ -238,7 +234,9 @@ class ValueAgent(RLTrainer):
     self._trainers['value'] = self._value_trainer
     self.set_acting_model(self._value_trainer, self._dist,
                           output_fn=lambda q: q * self._value_scale)
-    self._target = self._value_trainer.variables
+    # The target network as the last epoch left it (it can lag the online
+    # network by up to sync_freq - 1 steps): checkpointed with the agent.
+    self._extra = {'target': self._value_trainer.variables}
 
   # -- exploration and acting -------------------------------------------------------
 
@@ -267,7 +265,7 @@ class ValueAgent(RLTrainer):
   def value_batch(self, data, key, target, variables):
     """A ValueBatch of the first step of [B, n + 1] slices and its TD targets.
 
-    `data` is (the replay's SliceData, its draw_table), as train_epoch hands
+    `data` is (the replay's SliceData, its draw_table), as `update` hands
     it over: the table is computed once per epoch rather than per batch.
 
     margin = max_slice_length - 1 gives a trajectory of T steps exactly T
@@ -307,32 +305,26 @@ class ValueAgent(RLTrainer):
     return jax.tree_util.tree_map(lambda new, old: jnp.where(synced, new, old),
                                   variables, target)
 
-  def value_data(self):
-    """What the value network's epoch draws from: (the replay's SliceData, its draw_table)."""
-    data = self.task.slice_data()
-    return data, _draw_table(data, self._max_slice_length, self._margin)
+  def value_data(self, data=None):
+    """What the value network's epoch draws from: (the replay's SliceData, its draw_table).
 
-  def train_epoch(self):
-    self.use_acting_statistics(self._value_trainer)
+    `data`: the replay's SliceData (default: the task's); pure given it.
+    """
+    data = self.task.slice_data() if data is None else data
+    return data, slices.draw_table(data, self._max_slice_length, self._margin)
+
+  def epoch_data(self):
+    return {'value': self.task.slice_data(), 'epoch': np.int32(self.epoch)}
+
+  def update(self, state, data):
+    state = self.with_acting_statistics(state, 'value')
     # The epoch's training starts from a fresh target, and inside it the
     # target syncs whenever the online step count reaches a multiple of sync_freq.
-    metrics, self._target = self.train_network(
-        'value', self.value_data(), self._value_train_steps, self._value_evals,
-        self._value_eval_steps, self._value_trainer.variables)
-    return {**prefix_trainer_metrics(metrics, 'value_'),
-            'exploration_rate': self.exploration_rate(self.epoch)}
-
-  # -- checkpoints ----------------------------------------------------------------------
-
-  def _extra_arrays(self):
-    # The target can lag the online network by up to sync_freq - 1 steps at
-    # an epoch's end; it is saved so the checkpoint holds the whole agent.
-    return {'target': self._target}
-
-  def _load_extra_arrays(self, arrays):
-    self._target = jax.tree_util.tree_map(
-        lambda t, r: jnp.asarray(r, dtype=t.dtype), self._value_trainer.variables,
-        dict(arrays['target']))
+    state, result, target = self.fit(
+        state, 'value', self.value_data(data['value']), self._value_train_steps,
+        self._value_evals, self._value_eval_steps, carry=variables_of(state.nets['value']))
+    state = state._replace(extra=dict(state.extra, target=target))
+    return state, {'value': result}, {'exploration_rate': self._exploration_rate(data['epoch'])}
 
 
 @gin.configurable(denylist=['task', 'output_dir'])

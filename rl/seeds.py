@@ -1,0 +1,81 @@
+"""Many seeds of one config in one process: their epochs vmapped into one compiled call.
+
+`python -m rl.run --config_file=X --seeds=0-7` builds one ordinary run per
+seed (its own folder, checkpoints, metrics and log; rl.run.prepared_run). On
+JAX-native envs every seed's whole epoch (collection, advantages, gradient
+steps) is the same pure function of that seed's state (RLTrainer.jax_epoch),
+so `train_together` stacks the seeds' states and runs that function under
+`jax.vmap`: one call per epoch for all of them. Each seed then books its
+epoch as a lone run would (evaluation, metrics, checkpoints, the stop at a
+target return), which is why each seed's folder resumes and reads like any
+other run's. A seed that stops early (its target reached) rides along in the
+batch, its results dropped, until the others are done: the batch keeps its
+shape and so its compiled program.
+"""
+import time
+
+import jax
+
+from rl.errors import ConfigError
+from rl.errors import NonFiniteLossError
+
+
+def parse_seeds(text):
+  """'0-7' -> [0, ..., 7]; '0,3,5' -> [0, 3, 5]; ranges and lists mix ('0-2,9')."""
+  seeds = []
+  for part in str(text).split(','):
+    part = part.strip()
+    try:
+      if '-' in part[1:]:
+        first, last = part.split('-', 1) if not part.startswith('-') else (part, None)
+        first, last = int(first), int(last)
+        if last < first:
+          raise ValueError
+        seeds.extend(range(first, last + 1))
+      else:
+        seeds.append(int(part))
+    except (TypeError, ValueError):
+      raise ConfigError(f"--seeds={text!r}: give seeds as a range '0-7', a list '0,3,5' "
+                        'or both (0-2,9).') from None
+  if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
+    raise ConfigError(f'--seeds={text!r} repeats a seed or has a negative one; each seed once.')
+  return seeds
+
+
+def _stack(trees):
+  return jax.tree_util.tree_map(lambda *leaves: jax.numpy.stack(leaves), *trees)
+
+
+def train_together(runs):
+  """Trains PreparedRuns (rl.run) of one config and different seeds, vmapped; see the module doc."""
+  trainers = [r.trainer for r in runs]
+  lead = trainers[0]
+  # The seeds share one acting function and one evaluation program: their
+  # configs are the same, only their parameters and keys differ.
+  for trainer in trainers[1:]:
+    trainer.share_programs(lead)
+  epoch = jax.jit(jax.vmap(lead.jax_epoch, in_axes=(0, 0, None, None)), static_argnums=3)
+  loops = [r.epoch_loop() for r in runs]
+  current = None
+  current_run = runs[0]
+  try:
+    while not all(loop.done for loop in loops):
+      start = time.perf_counter()
+      # The states stay stacked on the device from one epoch to the next; a
+      # seed's own copy is written back only for its bookkeeping.
+      if current is None:
+        current = (_stack([t.train_state for t in trainers]),
+                   _stack([t.task.carry for t in trainers]))
+      outputs = epoch(*current, lead.sampling_args(1.0), lead.jax_epoch_steps)
+      current = outputs[:2]
+      host = jax.device_get(outputs)
+      for i, (run, loop) in enumerate(zip(runs, loops)):
+        if loop.done:
+          continue
+        mine = jax.tree_util.tree_map(lambda x, i=i: x[i], host)
+        current_run = run
+        loop.finish(run.trainer.run_epoch(outputs=mine, started=start), start)
+  except KeyboardInterrupt:
+    raise runs[0].interrupted() from None
+  except NonFiniteLossError as e:
+    raise current_run.non_finite(e) from None

@@ -1,0 +1,262 @@
+"""The JAX-native backend (gymnax envs): layout, one-call epochs, resume, refusals."""
+import os
+import signal
+import subprocess
+import sys
+
+import gin
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rl import jax_envs
+from rl import slices
+from rl.errors import ConfigError
+from rl.metrics import TIMING_KEYS
+from rl.metrics import read_metrics
+from rl.task import RLTask
+from rl.trainers import A2C
+from rl.trainers import DQN
+from rl.trainers import PPO
+from rl.trainers import PPOJoint
+from rl.trainers import PolicyGradientTrainer
+from run_helpers import ROOT
+import sweep_gate
+
+pytest.importorskip('gymnax')
+
+CARTPOLE = 'gymnax:CartPole-v1'
+PPO_JAX = os.path.join(ROOT, 'configs', 'ppo_cartpole_jax.gin')
+
+
+@pytest.fixture(autouse=True)
+def clean_gin():
+  gin.clear_config()
+  yield
+  gin.clear_config()
+
+
+# -- the rollout's trajectory layout -------------------------------------------------
+
+def hand_rollout():
+  """2 envs x 3 steps. Env 0: its episode ends (terminated) at step 1 and a new one
+  runs to the strip's end. Env 1: truncated at step 2, its strip's last step.
+
+  Observations are 10 * env + step; final observations 100 + that.
+  """
+  obs = np.array([[0, 10], [1, 11], [2, 12]], np.float32)[..., None]  # [T, N, 1]
+  return jax_envs.Rollout(
+      observation=jnp.asarray(obs),
+      action=jnp.array([[1, 0], [0, 1], [1, 1]], jnp.int32),
+      reward=jnp.array([[1., 2.], [3., 4.], [5., 6.]], jnp.float32),
+      dist_inputs=jnp.zeros((3, 2, 2), jnp.float32),
+      terminated=jnp.array([[False, False], [True, False], [False, False]]),
+      ended=jnp.array([[False, False], [True, False], [False, True]]),
+      final_obs=jnp.asarray(obs + 100),
+      episode_return=jnp.zeros((3, 2), jnp.float32))
+
+
+def test_rollout_slices_store_segments_as_the_task_does():
+  data, n_segments = jax.jit(jax_envs.rollout_slices, static_argnums=1)(hand_rollout(), 0.5)
+  data = jax.device_get(data)
+  rows = data.rows
+  # Env 0: segment [s0, s1 | final 101] then [s2 | final 102]; env 1: [s0, s1, s2 | final 112].
+  assert int(n_segments) == 3
+  n = 9
+  assert len(data.row_end) == jax_envs.rollout_capacity(3, 2) == 16
+  np.testing.assert_array_equal(rows['observation'][:n, 0],
+                                [0, 1, 101, 2, 102, 10, 11, 12, 112])
+  np.testing.assert_array_equal(rows['mask'][:n], [1, 1, 0, 1, 0, 1, 1, 1, 0])
+  np.testing.assert_array_equal(rows['action'][:n], [1, 0, 0, 1, 0, 0, 1, 1, 0])
+  np.testing.assert_array_equal(rows['reward'][:n], [1, 3, 0, 5, 0, 2, 4, 6, 0])
+  # done is the termination only: the truncated and the cut segments bootstrap.
+  np.testing.assert_array_equal(rows['done'][:n], [0, 1, 0, 0, 0, 0, 0, 0, 0])
+  # Discounted returns within each segment, gamma 0.5, nothing after its end.
+  np.testing.assert_allclose(rows['return_'][:n],
+                             [1 + 0.5 * 3, 3, 0, 5, 0, 2 + 0.5 * 4 + 0.25 * 6, 4 + 0.5 * 6, 6, 0])
+  np.testing.assert_array_equal(data.traj_start[:3], [0, 3, 5])
+  np.testing.assert_array_equal(data.traj_rows[:4], [3, 2, 4, 0])
+  np.testing.assert_array_equal(data.row_end[:n], [3, 3, 3, 5, 5, 9, 9, 9, 9])
+  assert not rows['mask'][n:].any() and not data.row_end[n:].any()
+  # The slicing code reads it like the task's buffers: windows stop at segment ends.
+  window = slices.windows(data, {'reward': jnp.asarray(rows['reward'])}, 3)['reward']
+  np.testing.assert_array_equal(np.asarray(window)[:3], [[1, 3, 0], [3, 0, 0], [0, 0, 0]])
+
+
+# -- the trainer's one-call epoch ------------------------------------------------------
+
+TINY_PPO = dict(n_interactions_per_epoch=32, value_train_steps_per_epoch=2,
+                policy_train_steps_per_epoch=2, value_batch_size=16, policy_batch_size=16,
+                added_policy_slice_length=4, n_eval_episodes=3)
+
+
+def test_a_jax_native_epoch_collects_trains_and_evaluates():
+  gin.parse_config(['MLP.layer_widths = (8,)'])
+  task = RLTask(env=CARTPOLE, n_envs=4, seed=3)
+  assert task.jax_native and task.action_space.n == 2
+  trainer = PPO(task, **TINY_PPO)
+  before = jax.device_get(trainer.train_state.nets['policy']['params'])
+  record = trainer.run_epoch()
+  assert record['env_steps'] == task.n_interactions == 32
+  assert record['n_trajectories'] >= 4  # at least each env's running segment
+  assert np.isfinite(record['policy_loss']) and np.isfinite(record['value_loss'])
+  assert trainer._trainers['policy'].step == trainer._trainers['value'].step == 2
+  after = jax.device_get(trainer.train_state.nets['policy']['params'])
+  assert not all(np.array_equal(a, b) for a, b in zip(jax.tree_util.tree_leaves(before),
+                                                      jax.tree_util.tree_leaves(after)))
+  # Evaluation is a pure function of (seed, epoch): played again, the same returns.
+  returns = trainer.episode_returns(0.0)
+  assert len(returns) == 3 and np.mean(returns) == pytest.approx(record['eval_return'])
+  np.testing.assert_array_equal(returns, trainer.episode_returns(0.0))
+
+
+def test_the_joint_trainer_runs_on_jax_native_envs():
+  gin.parse_config(['MLP.layer_widths = (8,)'])
+  trainer = PPOJoint(RLTask(env=CARTPOLE, n_envs=2), n_interactions_per_epoch=16,
+                     train_steps_per_epoch=2, batch_size=8, max_slice_length=2,
+                     added_policy_slice_length=2, advantage_estimator=jax_gae())
+  record = trainer.run_epoch()
+  assert np.isfinite(record['joint_loss']) and record['env_steps'] == 16
+
+
+def jax_gae():
+  from rl import advantages  # pylint: disable=import-outside-toplevel
+  return advantages.gae
+
+
+# -- refusals: one line each --------------------------------------------------------------
+
+@pytest.mark.parametrize('make, words', [
+    (lambda: RLTask(env='gymnax:CartPol-v1'), "Did you mean 'gymnax:CartPole-v1'"),
+    (lambda: RLTask(env=CARTPOLE, num_stacked_frames=4), 'num_stacked_frames = 4 is not supported'),
+    (lambda: DQN(RLTask(env=CARTPOLE), n_interactions_per_epoch=8),
+     'DQN does not support JAX-native envs'),
+    (lambda: PolicyGradientTrainer(RLTask(env=CARTPOLE)),
+     'PolicyGradientTrainer does not support JAX-native envs'),
+    (lambda: A2C(RLTask(env=CARTPOLE)), 'set n_interactions_per_epoch'),
+    (lambda: RLTask(env=CARTPOLE, env_kwargs={'gravity_x': 1.0}), "no parameter 'gravity_x'"),
+])
+def test_unsupported_input_is_refused_in_one_line(make, words):
+  with pytest.raises(ConfigError) as info:
+    make()
+  # gin adds a line naming the configurable; the runner prints the first.
+  assert words in str(info.value).splitlines()[0]
+
+
+def test_the_runner_refuses_an_unknown_jax_env_in_one_line(tmp_path):
+  result = subprocess.run(
+      [sys.executable, '-m', 'rl.run', f'--config_file={PPO_JAX}',
+       "--config=RLTask.env = 'gymnax:Breakout-MinAtarr'", f'--output_dir={tmp_path / "r"}'],
+      cwd=ROOT, capture_output=True, text=True, timeout=120)
+  assert result.returncode != 0
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 1 and "Did you mean 'gymnax:Breakout-MinAtar'" in lines[0], lines
+
+
+# -- the runner: resume after SIGKILL is exact --------------------------------------------
+
+FLAGS = [f'--config_file={PPO_JAX}', '--config=train_rl.n_epochs = 6',
+         '--config=train_rl.checkpoint_every = 3', '--config=PPO.eval_every = 2',
+         '--config=PPO.n_eval_episodes = 2']
+
+
+def test_sigkill_mid_run_then_resume_is_bit_exact_on_jax_native_envs(tmp_path):
+  gate = tmp_path / 'gate'
+  env = dict(os.environ, **{sweep_gate.JAX_GATE_VARIABLE: str(gate)})
+  flags = [*FLAGS, f"--config_file={tmp_path / 'gated.gin'}"]
+  # The gate holds every epoch after the first checkpoint, so SIGKILL finds
+  # the run inside epoch 4 with checkpoint 3 written, however loaded the machine.
+  (tmp_path / 'gated.gin').write_text('import tests.sweep_gate\n')
+  killed = tmp_path / 'killed'
+  proc = subprocess.Popen([sys.executable, '-m', 'rl.run', *flags, f'--output_dir={killed}'],
+                          cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+  from test_run import wait_for_checkpoint  # pylint: disable=import-outside-toplevel
+  wait_for_checkpoint(proc, killed, 3, gate)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  assert [r['epoch'] for r in read_metrics(killed)] == [1, 2, 3]
+  gate.write_text('')
+  resumed = subprocess.run([sys.executable, '-m', 'rl.run', *flags, f'--output_dir={killed}'],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  assert resumed.returncode == 0, resumed.stderr
+  assert 'Resuming' in resumed.stdout
+  straight = tmp_path / 'straight'
+  done = subprocess.run([sys.executable, '-m', 'rl.run', *FLAGS, f'--output_dir={straight}'],
+                        cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, done.stderr
+
+  def numbers(folder):
+    return [{k: v for k, v in r.items() if k not in TIMING_KEYS and 'per_second' not in k}
+            for r in read_metrics(folder)]
+  assert numbers(killed) == numbers(straight)
+  assert len(numbers(straight)) == 6 and 'eval_return' in numbers(straight)[-1]
+
+
+# -- many seeds in one process --------------------------------------------------------------
+
+def test_parse_seeds():
+  from rl.seeds import parse_seeds  # pylint: disable=import-outside-toplevel
+  assert parse_seeds('0-3') == [0, 1, 2, 3]
+  assert parse_seeds('5') == [5]
+  assert parse_seeds('0-2,9') == [0, 1, 2, 9]
+  for bad in ('a', '3-1', '1,1', '0-'):
+    with pytest.raises(ConfigError):
+      parse_seeds(bad)
+
+
+SEEDS_FLAGS = [f'--config_file={PPO_JAX}', '--config=train_rl.n_epochs = 4',
+               '--config=train_rl.checkpoint_every = 2', '--config=PPO.eval_every = 2',
+               '--config=PPO.n_eval_episodes = 2']
+
+
+def test_seeds_train_together_into_ordinary_run_folders(tmp_path):
+  from rl import evaluate  # pylint: disable=import-outside-toplevel
+  from rl import run as run_lib  # pylint: disable=import-outside-toplevel
+  out = tmp_path / 'seeds'
+  bindings = [f[len('--config='):] for f in SEEDS_FLAGS[1:]]
+  run_lib.execute_seeds([PPO_JAX], bindings + ['train_rl.n_epochs = 2'], str(out), [0, 1])
+  assert sorted(os.listdir(out)) == ['seed_0', 'seed_1']
+  # Extended by the same command: each seed resumes from its own checkpoint.
+  trainers = run_lib.execute_seeds([PPO_JAX], bindings, str(out), [0, 1],
+                                   allow_config_change=True)
+  assert [t.epoch for t in trainers] == [4, 4]
+  straight = tmp_path / 'straight'
+  run_lib.execute_seeds([PPO_JAX], bindings, str(straight), [0, 1])
+  records = {}
+  for seed in (0, 1):
+    folder = out / f'seed_{seed}'
+    assert {'config.gin', 'metrics.jsonl', 'log.txt', 'checkpoints'} <= set(os.listdir(folder))
+    assert f'RLTask.seed = {seed}' in (folder / 'config.gin').read_text()
+    got = [{k: v for k, v in r.items() if k not in TIMING_KEYS and 'per_second' not in k}
+           for r in read_metrics(folder)]
+    want = [{k: v for k, v in r.items() if k not in TIMING_KEYS and 'per_second' not in k}
+            for r in read_metrics(straight / f'seed_{seed}')]
+    # The resumed batch continues exactly where the straight one is at the same epoch
+    # (the first invocation's last epoch also evaluated, hence the extra key there).
+    assert [{k: r[k] for k in w} for r, w in zip(got, want)] == want
+    records[seed] = got[-1]
+    # rl.evaluate replays the logged evaluation of the last epoch from the checkpoint.
+    result = evaluate.evaluate_run(str(folder), n_episodes=2)
+    assert result['epoch'] == 4
+    assert result['mean'] == pytest.approx(records[seed]['eval_return'])
+  # Different seeds, different runs.
+  assert records[0]['policy_loss'] != records[1]['policy_loss']
+  # rl.report finds both seeds' runs under the parent folder.
+  from rl import report  # pylint: disable=import-outside-toplevel
+  assert sorted(os.path.basename(r) for r in report.find_runs(str(out))) == ['seed_0', 'seed_1']
+
+
+def test_seeds_on_gymnasium_envs_run_one_after_the_other(tmp_path):
+  from rl import run as run_lib  # pylint: disable=import-outside-toplevel
+  from run_helpers import REINFORCE  # pylint: disable=import-outside-toplevel
+  from run_helpers import TINY  # pylint: disable=import-outside-toplevel
+  trainers = run_lib.execute_seeds([REINFORCE], TINY + ['train_rl.n_epochs = 1'],
+                                   str(tmp_path), [3, 4])
+  assert [t.task.seed for t in trainers] == [3, 4]
+  for seed in (3, 4):
+    single = run_lib.execute([REINFORCE], TINY + ['train_rl.n_epochs = 1'],
+                             str(tmp_path / f'single_{seed}'), seed)
+    assert read_metrics(tmp_path / f'seed_{seed}')[0]['train_return'] == \
+        single.history[0]['train_return']
