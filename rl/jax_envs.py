@@ -16,6 +16,10 @@ truncated episode and a segment cut at the epoch's end bootstrap from their
 final observation.
 """
 import difflib
+import importlib
+import importlib.util
+import sys
+import types
 from typing import Any, NamedTuple
 
 import jax
@@ -34,7 +38,40 @@ def is_jax_env(env_id):
   return isinstance(env_id, str) and env_id.startswith(PREFIX)
 
 
+class _DeferredModule(types.ModuleType):
+  """Stands in sys.modules for a module until one of its attributes is first read.
+
+  The first read imports the real module (which then replaces this one in
+  sys.modules) and every read is handed to it, so code that imported the
+  stand-in works as with the real module, only later.
+  """
+
+  def __init__(self, name):
+    super().__init__(name)
+    self.__dict__['_real'] = None
+
+  def __getattr__(self, attribute):
+    real = self.__dict__['_real']
+    if real is None:
+      if sys.modules.get(self.__name__) is self:
+        del sys.modules[self.__name__]
+      real = importlib.import_module(self.__name__)
+      self.__dict__['_real'] = real
+    return getattr(real, attribute)
+
+
+# Modules gymnax imports at its import for rendering only (several of its envs
+# draw frames with them): importing them costs about 2.5 s of every run's
+# start-up (seaborn brings scipy.stats and pandas); deferred, they load only
+# if something draws.
+_RENDERING_MODULES = ('seaborn', 'matplotlib.pyplot')
+
+
 def _gymnax():
+  if 'gymnax' not in sys.modules:
+    for name in _RENDERING_MODULES:
+      if name not in sys.modules and importlib.util.find_spec(name.split('.')[0]) is not None:
+        sys.modules[name] = _DeferredModule(name)
   try:
     import gymnax  # pylint: disable=import-outside-toplevel
   except ImportError:

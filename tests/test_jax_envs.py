@@ -260,3 +260,16 @@ def test_seeds_on_gymnasium_envs_run_one_after_the_other(tmp_path):
                              str(tmp_path / f'single_{seed}'), seed)
     assert read_metrics(tmp_path / f'seed_{seed}')[0]['train_return'] == \
         single.history[0]['train_return']
+
+
+def test_gymnax_rendering_modules_load_only_when_something_draws():
+  code = ('import sys\n'
+          'from rl import jax_envs\n'
+          "jax_envs.make('gymnax:CartPole-v1')\n"
+          "assert 'seaborn.palettes' not in sys.modules and 'matplotlib.figure' not in sys.modules\n"
+          'import seaborn, matplotlib.pyplot as plt\n'
+          "assert len(seaborn.color_palette('cubehelix', 3)) == 3 and callable(plt.subplots)\n"
+          "assert type(sys.modules['seaborn']).__name__ == 'module'\n")
+  result = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+  assert result.returncode == 0, result.stderr
