@@ -356,13 +356,13 @@ def measure_runner(args):
   if args.seeds:
     stack = lambda tree: jax.tree_util.tree_map(  # noqa: E731
         lambda x: jnp.stack([x] * args.seeds), tree)
-    epoch = jax.jit(jax.vmap(trainer.jax_epoch, in_axes=(0, 0, None, None)),
-                    static_argnums=3)
+    epoch = jax.jit(jax.vmap(trainer.jax_epoch, in_axes=(0, 0, None, None, None)),
+                    static_argnums=4)
     current = [stack(trainer.train_state), stack(trainer.task.carry)]
 
     def vmapped():
       for _ in range(args.updates):
-        outputs = epoch(*current, (), trainer.jax_epoch_steps)
+        outputs = epoch(*current, (), np.int32(1), trainer.jax_epoch_steps)
         current[:] = outputs[:2]
         jax.device_get(outputs[2:])  # the metrics, read back as rl.seeds does
     first = _seconds(vmapped)

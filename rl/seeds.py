@@ -54,7 +54,7 @@ def train_together(runs):
   # configs are the same, only their parameters and keys differ.
   for trainer in trainers[1:]:
     trainer.share_programs(lead)
-  epoch = jax.jit(jax.vmap(lead.jax_epoch, in_axes=(0, 0, None, None)), static_argnums=3)
+  epoch = jax.jit(jax.vmap(lead.jax_epoch, in_axes=(0, 0, 0, 0, None)), static_argnums=4)
   loops = [r.epoch_loop() for r in runs]
   current = None
   current_run = runs[0]
@@ -66,7 +66,10 @@ def train_together(runs):
       if current is None:
         current = (_stack([t.train_state for t in trainers]),
                    _stack([t.task.carry for t in trainers]))
-      outputs = epoch(*current, lead.sampling_args(1.0), lead.jax_epoch_steps)
+      # Each seed's epoch number and what it implies (DQN's epsilon): resumed
+      # seeds need not stand at the same epoch.
+      inputs = _stack([t.jax_epoch_inputs() for t in trainers])
+      outputs = epoch(*current, *inputs, lead.jax_epoch_steps)
       current = outputs[:2]
       host = jax.device_get(outputs)
       for i, (run, loop) in enumerate(zip(runs, loops)):

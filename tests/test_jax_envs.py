@@ -120,6 +120,30 @@ def test_the_joint_trainer_runs_on_jax_native_envs():
   assert np.isfinite(record['joint_loss']) and record['env_steps'] == 16
 
 
+def test_dqn_keeps_its_replay_on_the_device_and_resumes_exactly():
+  gin.parse_config(['MLP.layer_widths = (8,)'])
+
+  def make():
+    return DQN(RLTask(env=CARTPOLE, n_envs=2, seed=1), n_interactions_per_epoch=16,
+               n_replay_epochs=3, value_train_steps_per_epoch=4, value_batch_size=8,
+               max_slice_length=3, sync_freq=3)
+  trainer = make()
+  records = [trainer.run_epoch() for _ in range(4)]
+  replay = trainer.task.carry.replay
+  assert int(replay.written) == 4
+  # A ring of 3 epochs (4 slots, a power of two): epochs 4, 2, 3 in slots 0-2.
+  steps_per_slot = np.asarray(replay.epochs.rows['mask']).sum(axis=1)
+  np.testing.assert_array_equal(steps_per_slot, [16, 16, 16, 0])
+  assert records[-1]['exploration_rate'] == pytest.approx(trainer.exploration_rate(4))
+  arrays, meta = jax.device_get(trainer.state_dict())
+  other = make()
+  other.load_state_dict(arrays, meta)
+  ahead, again = trainer.run_epoch(), other.run_epoch()
+  drop = ('time_collect', 'time_train', 'time_eval', 'env_steps_per_second')
+  assert {k: v for k, v in ahead.items() if k not in drop and 'per_second' not in k} == \
+      {k: v for k, v in again.items() if k not in drop and 'per_second' not in k}
+
+
 def jax_gae():
   from rl import advantages  # pylint: disable=import-outside-toplevel
   return advantages.gae
@@ -130,8 +154,6 @@ def jax_gae():
 @pytest.mark.parametrize('make, words', [
     (lambda: RLTask(env='gymnax:CartPol-v1'), "Did you mean 'gymnax:CartPole-v1'"),
     (lambda: RLTask(env=CARTPOLE, num_stacked_frames=4), 'num_stacked_frames = 4 is not supported'),
-    (lambda: DQN(RLTask(env=CARTPOLE), n_interactions_per_epoch=8),
-     'DQN does not support JAX-native envs'),
     (lambda: PolicyGradientTrainer(RLTask(env=CARTPOLE)),
      'PolicyGradientTrainer does not support JAX-native envs'),
     (lambda: A2C(RLTask(env=CARTPOLE)), 'set n_interactions_per_epoch'),

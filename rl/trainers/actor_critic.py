@@ -330,8 +330,9 @@ class ActorCriticTrainer(PolicyTrainer):
   def epoch_data(self):
     return {'value': self.task.slice_data(), 'policy': self.policy_data()}
 
-  def rollout_data(self, data):
-    return {'value': data, 'policy': data}
+  def rollout_data(self, newest, replay, epoch):
+    del epoch
+    return {'value': replay, 'policy': newest if self.on_policy else replay}
 
   def update(self, state, data):
     # Both nets get the acting statistics before anything is copied: with the

@@ -165,8 +165,9 @@ class ActorCriticJointTrainer(RLTrainer):
   def epoch_data(self):
     return {'joint': self.task.slice_data([-1] if self.on_policy else None)}
 
-  def rollout_data(self, data):
-    return {'joint': data}
+  def rollout_data(self, newest, replay, epoch):
+    del epoch
+    return {'joint': newest if self.on_policy else replay}
 
   def update(self, state, data):
     state = self.with_acting_statistics(state, 'joint')

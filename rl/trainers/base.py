@@ -90,8 +90,8 @@ def check_whole_episodes(trainer, task, collection, alternative=''):
 
 
 # The trainers whose epoch runs on JAX-native envs (RLTrainer.supports_jax_envs).
-JAX_NATIVE_TRAINERS = ('A2C, PPO, AWR and SamplingAWR (with n_replay_epochs = 1), '
-                       'A2CJoint, PPOJoint and AWRJoint')
+JAX_NATIVE_TRAINERS = ('A2C, PPO, AWR, SamplingAWR, A2CJoint, PPOJoint, AWRJoint, DQN '
+                       'or DoubleDQN')
 
 
 def check_backend(trainer, task):
@@ -194,6 +194,8 @@ class _BuiltAfterConfiguration(type):
     trainer.check_jax_native()
     trainer.reserve_replay()
     trainer.build_networks()
+    if trainer.task.jax_native:
+      trainer.task.reserve_replay(trainer.jax_epoch_steps)
     return trainer
 
 
@@ -229,7 +231,7 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
 
   summary_dirs = {}
   # Whether the trainer's epoch can run on JAX-native envs (rl.jax_task):
-  # it needs `rollout_data`, i.e. it trains on the newest epoch alone.
+  # it needs `rollout_data`.
   supports_jax_envs = False
 
   def __init__(self, task, n_trajectories_per_epoch=None, n_interactions_per_epoch=None,
@@ -282,7 +284,7 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
   MAX_RESERVED_ROWS = 2**17
 
   def check_jax_native(self):
-    """On JAX-native envs: epochs of env steps, no replay, no only_eval (else one line)."""
+    """On JAX-native envs: epochs of env steps, no only_eval (else one line)."""
     if not self.task.jax_native:
       return
     name, env = type(self).__name__, self.task.env_name
@@ -291,11 +293,6 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
           f'{name} on JAX-native envs ({env}) collects a fixed number of env steps per '
           'epoch inside its compiled epoch: set n_interactions_per_epoch (a multiple of '
           'RLTask.n_envs) instead of n_trajectories_per_epoch.')
-    if self.task.n_replay_epochs != 1:
-      raise ConfigError(
-          f'{name} on JAX-native envs ({env}) trains on the newest epoch only: replay '
-          f'over n_replay_epochs = {self.task.n_replay_epochs} is not supported yet; set '
-          'it to 1, or use a gymnasium env id.')
     if self._only_eval:
       raise ConfigError(f'only_eval is not supported on JAX-native envs ({env}) yet; '
                         'evaluate a run with rl.evaluate instead.')
@@ -388,9 +385,10 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     if isinstance(policy, HostPolicy):
       self._acting = policy.state
 
-  def sampling_args(self, temperature):
-    """Extra traced arguments of `dist.sample` when acting (e.g. DQN's epsilon)."""
-    del temperature
+  def sampling_args(self, temperature, epoch=None):
+    """Extra traced arguments of `dist.sample` when acting in `epoch` (default: the
+    current one), e.g. DQN's epsilon."""
+    del temperature, epoch
     return ()
 
   def collect_policy(self):
@@ -523,17 +521,23 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
 
   # -- JAX-native envs: the whole epoch in one call ------------------------------------
 
-  def rollout_data(self, data):
-    """`update`'s data from the SliceData of the epoch's rollout (JAX-native envs)."""
+  def rollout_data(self, newest, replay, epoch):
+    """`update`'s data on JAX-native envs, as `epoch_data` gives it on the host.
+
+    newest: the SliceData of this epoch's rollout; replay: that of every
+    epoch the task keeps (the newest alone without replay); epoch: the
+    epoch's number (traced).
+    """
     raise NotImplementedError(f'{type(self).__name__} has no JAX-native epoch')
 
-  def jax_epoch(self, state, carry, sample_args, n_steps):
+  def jax_epoch(self, state, carry, sample_args, epoch, n_steps):
     """Collect `n_steps` steps of every env and train on them, pure.
 
     The acting function is the one training collection uses on the host
-    (temperature 1, normaliser statistics updated), the rollout becomes the
-    stored-trajectory layout (rl.jax_envs.rollout_slices) and `update`
-    trains on it, all traced into one program.
+    (temperature 1, normaliser statistics updated, `sample_args` such as
+    epsilon), the rollout becomes the stored-trajectory layout (and joins
+    the replay, if the task keeps one) and `update` trains on it, all traced
+    into one program.
 
     Returns (state, carry, results, extra, (episode_returns, ended), n_segments).
     """
@@ -541,9 +545,16 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     acting, carry, rollout = self.task.rollout(
         act_fn, state.nets[self._acting_name]['params'], state.acting, carry, sample_args,
         n_steps)
-    data, n_segments = self.task.rollout_slices(rollout)
-    state, results, extra = self.update(state._replace(acting=acting), self.rollout_data(data))
+    carry, newest, replay, n_segments = self.task.epoch_slices(carry, rollout)
+    state, results, extra = self.update(state._replace(acting=acting),
+                                        self.rollout_data(newest, replay, epoch))
     return state, carry, results, extra, (rollout.episode_return, rollout.ended), n_segments
+
+  def jax_epoch_inputs(self):
+    """`jax_epoch`'s per-trainer inputs besides the states for the next epoch:
+    (sample_args, epoch), computed before the epoch counter moves on."""
+    epoch = self.epoch + 1
+    return self.sampling_args(1.0, epoch), np.int32(epoch)
 
   @property
   def jax_epoch_steps(self):
@@ -562,7 +573,9 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     if outputs is None:
       if not hasattr(self, '_jax_epoch'):
         self._jax_epoch = jax.jit(self.jax_epoch, static_argnames='n_steps')
-      outputs = self._jax_epoch(self.train_state, self.task.carry, self.sampling_args(1.0),
+      # run_epoch has counted this epoch already.
+      outputs = self._jax_epoch(self.train_state, self.task.carry,
+                                self.sampling_args(1.0, self.epoch), np.int32(self.epoch),
                                 n_steps=self.jax_epoch_steps)
     state, carry, results, extra, (returns, ended), n_segments = outputs
     self.train_state = state

@@ -142,8 +142,9 @@ class PolicyTrainer(RLTrainer):
   def epoch_data(self):
     return {'policy': self.policy_data()}
 
-  def rollout_data(self, data):
-    return {'policy': data}
+  def rollout_data(self, newest, replay, epoch):
+    del replay, epoch
+    return {'policy': newest}
 
   def update(self, state, data):
     state, result = self.train_policy(state, data['policy'])

@@ -179,6 +179,8 @@ class ValueAgent(RLTrainer):
     **kwargs: RLTrainer's arguments (n_interactions_per_epoch, eval_every, ...).
   """
 
+  supports_jax_envs = True
+
   def __init__(self, task, value_body=None, value_optimizer=None, value_lr_schedule=None,
                value_batch_size=64, value_train_steps_per_epoch=500, value_evals_per_epoch=1,
                value_eval_steps=0, exploration_rate=None, n_eval_episodes=0, only_eval=False,
@@ -244,13 +246,15 @@ class ValueAgent(RLTrainer):
     """epsilon of the collection in RL epoch `epoch` (a Python float)."""
     return float(self._exploration_rate(np.int32(epoch)))
 
-  def sampling_args(self, temperature):
-    """Epsilon for `EpsilonGreedy.sample`: this epoch's at temperature > 0, else 0.
+  def sampling_args(self, temperature, epoch=None):
+    """Epsilon for `EpsilonGreedy.sample`: `epoch`'s (default: this epoch's) at
+    temperature > 0, else 0.
 
     Epsilon is a function of the epoch counter only, so a resumed run acts
     with exactly the epsilon the uninterrupted one would have used.
     """
-    return (np.float32(self.exploration_rate(self.epoch) if temperature > 0 else 0.0),)
+    epoch = self.epoch if epoch is None else epoch
+    return (np.float32(self.exploration_rate(epoch) if temperature > 0 else 0.0),)
 
   # -- batches and targets --------------------------------------------------------------
 
@@ -315,6 +319,10 @@ class ValueAgent(RLTrainer):
 
   def epoch_data(self):
     return {'value': self.task.slice_data(), 'epoch': np.int32(self.epoch)}
+
+  def rollout_data(self, newest, replay, epoch):
+    del newest
+    return {'value': replay, 'epoch': epoch}
 
   def update(self, state, data):
     state = self.with_acting_statistics(state, 'value')
