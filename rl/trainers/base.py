@@ -2,14 +2,17 @@
 
 One epoch: collect (temperature 1, normaliser statistics updated), train,
 evaluate (greedy and at other temperatures, on separate envs), log, and every
-few epochs checkpoint. Evaluation comes *after* training — a departure from the
-reference, whose eval saw the policy before the epoch's update — so the last
-logged eval is the policy in the last checkpoint.
+few epochs checkpoint. Evaluation comes *after* training — a departure from
+the reference, whose eval saw the policy before the epoch's update — so the
+last logged eval is the policy in the last checkpoint.
 
 Construction is explicit (see RLTrainer): configuration, then the networks
-and the functions that use them. Acting is a pure function of (params, ActingState, obs);
-training draws every batch on the device inside one compiled call per network
-and epoch (rl.supervised.trainer.fused_epoch).
+and the functions that use them. Acting is a pure function of (params,
+ActingState, obs). Training is a pure function too, `update(TrainState,
+data)`: every network of the epoch, each a fused loop that draws its batches
+on the device (rl.supervised.trainer.fused_epoch), in one compiled call. On
+gymnasium envs the host collects and then calls it; on JAX-native envs
+(rl.jax_task) `jax_epoch` traces collection and `update` into one program.
 """
 import functools
 import time
@@ -203,9 +206,10 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
   """Collects with the task, trains, evaluates, logs and checkpoints, epoch by epoch.
 
   Subclasses store their configuration in `__init__`, make their networks in
-  `build_networks` (ending with `set_acting_model`), and train in
-  `train_epoch`, drawing the epoch's batches on the device with the
-  trainer's key (`train_key`).
+  `build_networks` (ending with `set_acting_model`), say what an epoch trains
+  on (`epoch_data` from the task's buffer, `rollout_data` on JAX-native envs)
+  and train in `update`, a pure function of the TrainState that draws the
+  epoch's batches on the device with its training key.
 
   Class attribute `summary_dirs` ({subfolder: metric key prefix}) routes a
   sub-network's TensorBoard scalars into their own folder of the run.
