@@ -19,6 +19,10 @@ from rl import compilation_cache
 # Set at import, before any test module, fixture or child process reads it.
 _COMPILATION_CACHE = tempfile.mkdtemp(prefix='rl-test-compilation-cache-')
 os.environ[compilation_cache.ENV_VAR] = _COMPILATION_CACHE
+# The tests' own programs (compiled in this process) are cached there too: many
+# tests build trainers of the same tiny configs, whose programs are then
+# compiled once per worker instead of once per test.
+compilation_cache.configure(None, 'pytest')
 
 
 def pytest_unconfigure(config):
