@@ -563,6 +563,10 @@ def processes_command(job):
                                   job['compilation_cache_dir'], job['seeds'])
 
 
+# End to end (about a minute of CPU, compiling two JAX-native runs): `-m slow`.
+# The grouping of seeds into one process per point is checked in the tests
+# above on a recording backend, and rl.run --seeds in tests/test_jax_envs.py.
+@pytest.mark.slow
 def test_a_jax_native_sweep_runs_one_rl_run_per_grid_point(tmp_path):
   """2 points x 2 seeds of PPO on gymnax's CartPole: 2 processes, 4 complete run folders.
 
