@@ -149,14 +149,8 @@ class JaxTask(RLTask):
     self._play = other._play
 
   def set_dist_inputs_size(self, size):
+    # Nothing collects before training here, so no check against a running collection.
     self._dist_inputs_size = int(size)
-
-  def set_n_replay_epochs(self, n):
-    self._n_replay_epochs = int(n)
-
-  @property
-  def n_replay_epochs(self):
-    return self._n_replay_epochs
 
   def reserve_rows(self, n_rows):
     del n_rows  # the replay's ring has its full size from the start (reserve_replay)
