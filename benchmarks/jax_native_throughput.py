@@ -16,9 +16,13 @@ orthogonal init.
       loop: a Python loop over the jitted update (one dispatch per update).
     The faster of the two is the floor. It is then also run as `jax.vmap` over
     --seeds seeds (steps of all seeds counted), the way a seed sweep would.
-(b) rl.run's fused epoch: rl's PPO with the same hyperparameters on the
-    JAX-native backend (RUNNER_CONFIG), timed epoch by epoch as rl.run runs
-    it, and its epoch under jax.vmap over --seeds copies (rl.run --seeds).
+(b) rl.run's fused epoch: rl's PPOJoint with the same hyperparameters on the
+    JAX-native backend (RUNNER_CONFIG: the floor's algorithm, one loss and
+    one optimizer over separate actor and critic bodies, advantages computed
+    once an update), timed epoch by epoch as rl.run runs it, and its epoch
+    under jax.vmap over --seeds copies (rl.run --seeds). rl's PPO (separate
+    networks with their own optimizers, trained one after the other) is
+    timed too, for comparison.
 
 How to read it: 'compile' is the first call (trace + compile + run) minus a
 steady call; steps/s are medians of --repeats timed calls after one warm-up
@@ -291,7 +295,45 @@ def learning_check(args, scan_loop, steps_per_update):
 # takes both losses), minibatches drawn at random rather than as a permutation
 # of the epoch, and GAE through added_policy_slice_length = 64 steps (the
 # floor runs it over the whole 128-step rollout; (0.99 * 0.95)^64 = 2%).
+# rl's PPOJoint is the floor's algorithm: one network pair trained by one loss
+# (clipped surrogate + value + entropy) with one optimizer, on advantages
+# computed once per update from the network as the update starts
+# (advantages_per_chunk; GAE looks 64 steps ahead, bootstrapping beyond).
+# The floor's value term is vf_coef * 0.5 * squared error, hence a
+# value_loss_coeff of vf_coef / 2 on rl's mean squared error.
 RUNNER_CONFIG = """
+RLTask.env = 'gymnax:{env}'
+RLTask.n_envs = {n_envs}
+RLTask.gamma = {gamma}
+RLTask.seed = 0
+PPOJoint.n_interactions_per_epoch = {steps}
+PPOJoint.n_eval_episodes = 0
+PPOJoint.epsilon = {clip}
+PPOJoint.entropy_coeff = {ent_coef}
+PPOJoint.value_loss_coeff = {value_coeff}
+PPOJoint.advantage_estimator = @gae
+gae.lambda_ = {gae_lambda}
+PPOJoint.added_policy_slice_length = 64
+PPOJoint.max_slice_length = 1
+PPOJoint.advantages_per_chunk = True
+PPOJoint.batch_size = {batch}
+PPOJoint.train_steps_per_epoch = {n_updates}
+PPOJoint.joint_model = @PolicyAndValue
+PolicyAndValue.joint = False
+MLP.layer_widths = ({hidden}, {hidden})
+MLP.activation_fn = 'tanh'
+multifactor.factors = 'constant'
+multifactor.constant = {lr}
+Adam.weight_decay_rate = 0.0
+Adam.eps = {adam_eps}
+Adam.clip_grad_norm = {max_grad_norm}
+"""
+
+# For comparison: rl's PPO, separate policy and value networks with their own
+# optimizers, trained in turn (the value network's steps, then the policy's
+# on advantages from the trained value network): twice the gradient steps
+# and two advantage passes per update.
+SEPARATE_CONFIG = """
 RLTask.env = 'gymnax:{env}'
 RLTask.n_envs = {n_envs}
 RLTask.gamma = {gamma}
@@ -318,18 +360,19 @@ Adam.clip_grad_norm = {max_grad_norm}
 """
 
 
-def runner_config(hp):
-  """RUNNER_CONFIG for the hyperparameters `hp` (HPARAMS)."""
+def runner_config(hp, template=RUNNER_CONFIG):
+  """A runner config for the hyperparameters `hp` (HPARAMS)."""
   steps = hp['n_envs'] * hp['n_steps']
-  return RUNNER_CONFIG.format(env=ENV_ID, steps=steps, batch=steps // hp['minibatches'],
-                              n_updates=hp['epochs'] * hp['minibatches'], **hp)
+  return template.format(env=ENV_ID, steps=steps, batch=steps // hp['minibatches'],
+                         n_updates=hp['epochs'] * hp['minibatches'],
+                         value_coeff=hp['vf_coef'] / 2, **hp)
 
 
-def measure_runner(args):
+def measure_runner(args, trainer_name='PPOJoint', template=RUNNER_CONFIG, vmapped=True):
   """rl.run's fused epoch on the same problem: (steps/s, compile s, vmap result).
 
-  One PPO epoch of rl is one PPO update of the floor (512 env steps, 16
-  gradient steps per network). Timed as rl.run runs it: `run_epoch` (the
+  One epoch of rl is one PPO update of the floor (512 env steps, 16
+  gradient steps). Timed as rl.run runs it: `run_epoch` (the
   compiled epoch, then reading its metrics back and the host bookkeeping),
   --updates epochs per timed call. The vmapped figure runs the trainer's
   epoch (`jax_epoch`) under jax.vmap over --seeds copies of its state, as
@@ -338,10 +381,10 @@ def measure_runner(args):
   import gin  # pylint: disable=import-outside-toplevel
   from rl import run  # pylint: disable=import-outside-toplevel,unused-import  (gin names)
   from rl.task import RLTask  # pylint: disable=import-outside-toplevel
-  from rl.trainers import PPO  # pylint: disable=import-outside-toplevel
+  from rl import trainers  # pylint: disable=import-outside-toplevel
   gin.clear_config()
-  gin.parse_config(runner_config(HPARAMS))
-  trainer = PPO(RLTask())
+  gin.parse_config(runner_config(HPARAMS, template))
+  trainer = getattr(trainers, trainer_name)(RLTask())
   trainer._last_epoch = None  # pylint: disable=protected-access  (no final evaluation)
 
   def call():
@@ -353,7 +396,7 @@ def measure_runner(args):
   steady = statistics.median(times)
   result = dict(compile=first - steady, rate=steps / steady,
                 spread=(steps / max(times), steps / min(times)), vmap=None)
-  if args.seeds:
+  if args.seeds and vmapped:
     stack = lambda tree: jax.tree_util.tree_map(  # noqa: E731
         lambda x: jnp.stack([x] * args.seeds), tree)
     epoch = jax.jit(jax.vmap(trainer.jax_epoch, in_axes=(0, 0, None, None, None)),
@@ -404,14 +447,18 @@ def main():
           f'at {steps:,} env steps')
 
   runner = measure_runner(args)
+  separate = measure_runner(args, 'PPO', SEPARATE_CONFIG, vmapped=False)
   # The floor again, right after the runner: the load of a shared machine
   # drifts, and the ratio compares the runner with both floor passes' median.
   again = [_seconds(loops[best]) for _ in range(args.repeats)]
   steps = args.updates * steps_per_update
   floor_rate = statistics.median([floor_rate, steps / statistics.median(again)])
-  print(f"runner (rl PPO, run_epoch): {runner['rate']:,.0f} env steps/s "
+  print(f"runner (rl PPOJoint, run_epoch): {runner['rate']:,.0f} env steps/s "
         f"(range {runner['spread'][0]:,.0f}..{runner['spread'][1]:,.0f}), "
         f"compile {runner['compile']:.2f} s")
+  print(f"rl PPO, separate networks trained in turn (run_epoch): {separate['rate']:,.0f} "
+        f"env steps/s ({separate['rate'] / floor_rate:.2f} of the floor), "
+        f"compile {separate['compile']:.2f} s")
   if runner['vmap'] is not None:
     v = runner['vmap']
     print(f"runner vmap {args.seeds} seeds (jax_epoch): {v['rate']:,.0f} env steps/s all seeds "

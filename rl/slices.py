@@ -182,6 +182,19 @@ def _slice_counts(traj_rows, window, margin):
   return jnp.where(real, jnp.maximum(1, traj_rows + margin - window), 0)
 
 
+# Comparisons one batch's trajectory search may make all at once. jnp's
+# default binary search is a loop, and inside a scan of gradient steps each
+# of its iterations is a separate small kernel on CPU; comparing every draw
+# with every entry of a short table is one fused kernel and gives the same
+# indices. Long tables (a big replay's) keep the binary search.
+COMPARE_ALL_LIMIT = 2**16
+
+
+def search_method(table_size, n_draws):
+  """jnp.searchsorted's method for `n_draws` draws from a table of `table_size` entries."""
+  return 'compare_all' if table_size * n_draws <= COMPARE_ALL_LIMIT else 'scan'
+
+
 def draw_table(data, window=None, margin=0):
   """The cumulative slice counts of the trajectories, for `sample(..., cdf=...)` (pure)."""
   return jnp.cumsum(_slice_counts(data.traj_rows, window, margin))
@@ -215,7 +228,8 @@ def sample(data, key, batch_size, window=None, length=None, margin=0, uniform=Fa
   else:
     cdf = draw_table(data, slice_window, margin) if cdf is None else cdf
     draw = jax.random.randint(traj_key, (batch_size,), 0, jnp.maximum(cdf[-1], 1))
-    traj = jnp.searchsorted(cdf, draw, side='right')
+    traj = jnp.searchsorted(cdf, draw, side='right',
+                            method=search_method(cdf.shape[0], batch_size))
   n_slices = _slice_counts(rows[traj], slice_window, margin)
   start = jnp.floor(jax.random.uniform(start_key, (batch_size,)) * n_slices)
   start = start.astype(jnp.int32)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from rl import advantages
+from rl import slices
 from rl import run as run_lib
 from rl.errors import ConfigError
 from rl.metrics import TIMING_KEYS
@@ -16,6 +17,7 @@ from rl.task import RLTask
 from rl.trainers.actor_critic_joint import A2CJoint
 from rl.trainers.actor_critic_joint import AWRJoint
 from rl.trainers.actor_critic_joint import PPOJoint
+from rl.trainers import batches
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PPO_JOINT = os.path.join(ROOT, 'configs', 'ppo_joint_cartpole.gin')
@@ -133,3 +135,58 @@ def test_on_policy_joint_trainers_refuse_replay():
     PPOJoint(chain_task(), n_replay_epochs=3, **SMALL)
   with pytest.raises(ConfigError, match='added_policy_slice_length'):
     A2CJoint(chain_task(), advantage_estimator=advantages.gae, **SMALL)
+
+
+# -- advantages per chunk ------------------------------------------------------------------------
+
+def per_chunk_trainer(**kwargs):
+  """PPOJoint with advantages per chunk: GAE with gamma 0.5, lambda 1, two steps ahead."""
+  gae_lambda_1 = lambda gamma, margin: advantages.gae(gamma, margin, lambda_=1.0)  # noqa: E731
+  return PPOJoint(RLTask(env='rl_test/Chain-v0', n_envs=2, seed=0, gamma=0.5),
+                  advantages_per_chunk=True, advantage_estimator=gae_lambda_1,
+                  added_policy_slice_length=2, max_slice_length=1, batch_size=4,
+                  train_steps_per_epoch=1, n_interactions_per_epoch=8, **kwargs)
+
+
+def hand_slices():
+  """One terminated trajectory of 3 steps with rewards 1, 2, 3 (and its final observation)."""
+  rows = {'observation': np.zeros((4, 1), np.float32), 'action': np.array([1, 0, 1, 0], np.int32),
+          'reward': np.array([1.0, 2.0, 3.0, 0.0], np.float32),
+          'done': np.array([0.0, 0.0, 1.0, 0.0], np.float32),
+          'mask': np.array([1.0, 1.0, 1.0, 0.0], np.float32),
+          'dist_inputs': np.zeros((4, 2), np.float32),
+          'return_': np.array([2.75, 3.5, 3.0, 0.0], np.float32)}
+  return slices.pad(rows, np.array([0], np.int32), np.array([4], np.int32))
+
+
+def test_per_chunk_advantages_and_targets_by_hand():
+  trainer = per_chunk_trainer()
+  joint = zero_weights(trainer)  # V = 0 everywhere: every TD error is the reward
+  data = trainer.prepare_joint_data(hand_slices(), jax.random.PRNGKey(0), joint.variables)
+  # A_t = d_t + 0.5 d_{t+1} over the two steps ahead, stopping at the termination:
+  # A_0 = 1 + 0.5 * 2 = 2, A_1 = 2 + 0.5 * 3 = 3.5, A_2 = 3; the final observation gets 0.
+  np.testing.assert_allclose(np.asarray(data.rows['advantage'])[:4], [2.0, 3.5, 3.0, 0.0])
+  np.testing.assert_allclose(np.asarray(data.rows['value_target'])[:4], [2.0, 3.5, 3.0, 0.0])
+  # A batch of those steps: the loss reads the advantages and targets it carries.
+  batch = batches.JointBatch(
+      observation=np.zeros((3, 1, 1), np.float32), action=np.array([[1], [0], [1]]),
+      advantage=np.array([[2.0], [3.5], [3.0]], np.float32),
+      value_target=np.array([[2.0], [3.5], [3.0]], np.float32),
+      dist_inputs=np.zeros((3, 1, 2), np.float32), mask=np.ones((3, 1), np.float32))
+  metrics = joint.evaluate(batch)
+  assert metrics['advantage_mean'] == pytest.approx(8.5 / 3, rel=1e-6)
+  # value_loss_coeff (0.1) * mean((0 - target)^2) = 0.1 * (4 + 12.25 + 9) / 3.
+  assert metrics['value_loss'] == pytest.approx(0.1 * 25.25 / 3, rel=1e-6)
+
+
+def test_per_chunk_batches_hold_the_trained_steps_only():
+  trainer = per_chunk_trainer()
+  data = trainer.prepare_joint_data(hand_slices(), jax.random.PRNGKey(0),
+                                    trainer._trainers['joint'].variables)  # pylint: disable=protected-access
+  batch = trainer.joint_batch(data, jax.random.PRNGKey(1), None, None)
+  assert isinstance(batch, batches.JointBatch)
+  assert batch.observation.shape == (4, 1, 1)  # max_slice_length steps, no margin rows
+  record = None
+  for _ in range(2):
+    record = trainer.run_epoch()
+  assert np.isfinite(record['joint_loss'])

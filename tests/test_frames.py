@@ -201,8 +201,12 @@ def test_value_blocks_give_the_values_of_one_call(monkeypatch):
   data = task.slice_data()
   target, key = trainer._trainers['value'].variables, jax.random.PRNGKey(0)  # pylint: disable=protected-access
 
+  def state_values(obs, dist_inputs, k):
+    return trainer._state_values(target, obs, dist_inputs, k, 'mean')  # pylint: disable=protected-access
+
   def values():
-    return np.asarray(jax.jit(trainer.row_values, static_argnums=3)(data, key, target, 'mean'))
+    return np.asarray(jax.jit(lambda d, k: actor_critic.row_values(
+        d, task.observation_space, k, state_values))(data, key))
   whole = values()
   # 64 observations of 64 bytes a block: 1024 rows in 16 blocks.
   monkeypatch.setattr(actor_critic, 'VALUE_BLOCK_BYTES', 64 * 64)

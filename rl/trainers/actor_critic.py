@@ -34,7 +34,7 @@ from rl.trainers.policy import build_trainer
 from rl.trainers.policy import example_observation
 from rl.supervised.trainer import variables_of
 
-# Observation bytes the value network reads per call when `row_advantages`
+# Observation bytes the value network reads per call when `row_values`
 # evaluates every stored row: above this the rows go through it in blocks, so
 # that the observations (rebuilt stacks of pixels) and their activations stay
 # bounded. 1024 rows of 84x84x4 Atari frames fit; the vector observations of
@@ -46,6 +46,48 @@ def block_rows(row_bytes, budget):
   """Rows per block: the largest power of two whose observations fit in `budget` bytes (>= 1)."""
   rows = max(1, budget // max(1, int(row_bytes)))
   return 1 << (rows.bit_length() - 1)
+
+
+def row_values(data, observation_space, key, state_values):
+  """Every stored row's state value, [capacity].
+
+  state_values(obs [B, 1, ...], dist_inputs [B, 1, ...], key) -> [B, 1] is
+  the value network held fixed. In one call when the rows' observations fit
+  in VALUE_BLOCK_BYTES, else in blocks of rows one after the other (each with
+  its own key, folded in from `key`), so that memory stays bounded whatever
+  the buffer holds.
+  """
+  rows = data.rows
+  size = data.row_end.shape[0]
+  row_bytes = (int(np.prod(observation_space.shape, dtype=np.int64)) *
+               observation_space.dtype.itemsize)
+  block = block_rows(row_bytes, VALUE_BLOCK_BYTES)
+  if size <= block:
+    return state_values(slices.observations(data)[:, None],
+                        rows['dist_inputs'][:, None], key)[:, 0]
+
+  def block_values(args):
+    i, index = args
+    return state_values(slices.observations(data, index)[:, None],
+                        rows['dist_inputs'][index][:, None], jax.random.fold_in(key, i))[:, 0]
+  n_blocks = size // block  # both powers of two
+  index = jnp.arange(size).reshape(n_blocks, block)
+  return jax.lax.map(block_values, (jnp.arange(n_blocks), index)).reshape(size)
+
+
+def windowed_advantages(data, values, estimator, margin):
+  """Every stored step's advantage, [capacity], from every row's value [capacity].
+
+  The estimator runs on each row's window of the `margin` rows that follow it
+  in its trajectory (`slices.windows`): the advantage a slice starting at that
+  row would get, computed once for all rows instead of for every batch.
+  """
+  rows = data.rows
+  window = slices.windows(data, {'reward': rows['reward'], 'return_': rows['return_'],
+                                 'value': values, 'done': rows['done'],
+                                 'mask': rows['mask']}, margin + 1)
+  return estimator(window['reward'], window['return_'], window['value'], window['done'],
+                   window['mask'])[:, 0]
 
 
 class ActorCriticTrainer(PolicyTrainer):
@@ -219,46 +261,16 @@ class ActorCriticTrainer(PolicyTrainer):
     q = self._value_model.apply(variables, obs, actions)[..., 0] * self._value_scale
     return q_values_lib.aggregate(q, log_probs, mode, self._q_temperature, self._sample_all)
 
-  def row_values(self, data, key, target, mode):
-    """Every stored row's state value under `target`, [capacity].
-
-    In one call when the rows' observations fit in VALUE_BLOCK_BYTES, else in
-    blocks of rows one after the other (each with its own key, folded in
-    from `key`), so that memory stays bounded whatever the buffer holds.
-    """
-    rows = data.rows
-    size = data.row_end.shape[0]
-    space = self.task.observation_space
-    row_bytes = int(np.prod(space.shape, dtype=np.int64)) * space.dtype.itemsize
-    block = block_rows(row_bytes, VALUE_BLOCK_BYTES)
-    if size <= block:
-      return self._state_values(target, slices.observations(data)[:, None],
-                                rows['dist_inputs'][:, None], key, mode)[:, 0]
-
-    def block_values(args):
-      i, index = args
-      return self._state_values(target, slices.observations(data, index)[:, None],
-                                rows['dist_inputs'][index][:, None],
-                                jax.random.fold_in(key, i), mode)[:, 0]
-    n_blocks = size // block  # both powers of two
-    index = jnp.arange(size).reshape(n_blocks, block)
-    return jax.lax.map(block_values, (jnp.arange(n_blocks), index)).reshape(size)
-
   def row_advantages(self, data, key, target, mode):
     """Every stored step's state value and advantage under `target`, [capacity] each.
 
     Computed once per chunk, while the value network they come from is held
-    fixed: values for all rows (`row_values`), then the estimator on each
-    row's window of `added_policy_slice_length` following rows (its margin).
+    fixed (`row_values`, then `windowed_advantages`).
     """
-    rows = data.rows
-    values = self.row_values(data, key, target, mode)
-    window = slices.windows(data, {'reward': rows['reward'], 'return_': rows['return_'],
-                                   'value': values, 'done': rows['done'],
-                                   'mask': rows['mask']}, self._margin + 1)
-    adv = self._estimator(window['reward'], window['return_'], window['value'],
-                          window['done'], window['mask'])[:, 0]
-    return values, adv
+    values = row_values(
+        data, self.task.observation_space, key,
+        lambda obs, dist_inputs, k: self._state_values(target, obs, dist_inputs, k, mode))
+    return values, windowed_advantages(data, values, self._estimator, self._margin)
 
   def prepare_value_data(self, data, key, target):
     """`data` with each row's value target V_target + A (the estimator's return)."""

@@ -1,12 +1,21 @@
 """Joint actor-critic trainers: one PolicyAndValue network, one loss, one optimizer.
 
-The advantages are computed inside the jitted loss from the network's own
-values (without gradient) over slices of max_slice_length trained steps plus
-`added_policy_slice_length` bootstrap steps, so the whole update is a single
-compiled step. With the default monte_carlo estimator and no margin the
-advantage is the reference's A = R - V; with @gae and a margin it is GAE.
-The value target is V + A (the estimator's return) and the value loss is
-value_loss_coeff * masked mean squared error. PPOJoint, A2CJoint and AWRJoint
+By default (the reference's way) the advantages are computed inside the
+jitted loss from the network's own values (without gradient) over slices of
+max_slice_length trained steps plus `added_policy_slice_length` bootstrap
+steps, so the whole update is a single compiled step. With the default
+monte_carlo estimator and no margin the advantage is the reference's
+A = R - V; with @gae and a margin it is GAE. The value target is V + A (the
+estimator's return) and the value loss is value_loss_coeff * masked mean
+squared error.
+
+With `advantages_per_chunk`, every stored step's value and advantage are
+computed once at the start of each chunk, from the network as the chunk
+starts (as PPO implementations commonly do before their update epochs), and
+batches gather them: the network then runs on the trained steps of a batch
+only, not on its bootstrap margin too, which with a margin of 64 is 65 times
+fewer forward passes per batch (the difference between affordable and not on
+pixels). PPOJoint, A2CJoint and AWRJoint
 share their policy terms with the separate-network trainers (rl.trainers.losses).
 """
 import gin
@@ -16,7 +25,10 @@ import jax.numpy as jnp
 from rl import advantages as advantages_lib
 from rl import models
 from rl import slices
+from rl.trainers import batches
 from rl.trainers import losses
+from rl.trainers.actor_critic import row_values
+from rl.trainers.actor_critic import windowed_advantages
 from rl.task import Batch
 from rl.trainers.base import RLTrainer
 from rl.trainers.base import check_divisible
@@ -26,6 +38,7 @@ from rl.trainers.base import check_whole_episodes
 from rl.trainers.policy import build_trainer
 from rl.trainers.policy import example_observation
 from rl.trainers.policy import policy_distribution
+from rl.supervised.trainer import variables_of
 
 
 class ActorCriticJointTrainer(RLTrainer):
@@ -55,6 +68,12 @@ class ActorCriticJointTrainer(RLTrainer):
     added_policy_slice_length: bootstrap steps after the trained ones (the
       estimator's margin; bootstrapping estimators need >= 1).
     scale_value_targets: the value head predicts returns * (1 - gamma).
+    advantages_per_chunk: False (the reference's way): each batch's
+      advantages and value targets come from the network being trained,
+      over its slices plus the margin, inside the loss. True: they are
+      computed for every stored step at the start of each of the
+      supervised_evals_per_epoch chunks, from the network as it stands then,
+      and batches of max_slice_length steps gather them (see the module doc).
     output_dir: the run's folder (set by the runner).
     **kwargs: RLTrainer's arguments (n_eval_episodes, eval_temperatures,
       eval_every, n_interactions_per_epoch, only_eval, collect_per_epoch).
@@ -68,7 +87,8 @@ class ActorCriticJointTrainer(RLTrainer):
                supervised_eval_steps=0, n_trajectories_per_epoch=None, max_slice_length=1,
                normalize_advantages=True, n_replay_epochs=1, value_loss_coeff=0.1,
                advantage_estimator=None, added_policy_slice_length=0,
-               scale_value_targets=False, output_dir=None, **kwargs):
+               scale_value_targets=False, advantages_per_chunk=False, output_dir=None,
+               **kwargs):
     super().__init__(task, n_trajectories_per_epoch=n_trajectories_per_epoch,
                      output_dir=output_dir, **kwargs)
     check_on_policy(self, n_replay_epochs, 'AWRJoint')
@@ -94,20 +114,42 @@ class ActorCriticJointTrainer(RLTrainer):
     self._value_scale = 1.0 / (1.0 - task.gamma) if scale_value_targets else 1.0
     self._estimator = advantage_estimator(gamma=task.gamma, margin=self._margin)
     self._dist = policy_distribution(task, type(self).__name__)
+    self._per_chunk = bool(advantages_per_chunk)
 
   def build_networks(self):
     model = self._joint_model_factory(policy_distribution=self._dist)
+    self._joint_model = model
+    # Per chunk, the carry is the network as the chunk starts: its values
+    # give the chunk's advantages, and it moves on after every chunk.
+    per_chunk = dict(prepare_fn=self.prepare_joint_data,
+                     after_chunk=lambda carry, variables: variables) if self._per_chunk else {}
     self._trainer = build_trainer(self.task, model, self._optimizer, self._lr_schedule,
                                   self.joint_loss, self.joint_batch, 'joint_loss',
-                                  (example_observation(self.task),))
+                                  (example_observation(self.task),), **per_chunk)
     self._trainers['joint'] = self._trainer
     self.set_acting_model(self._trainer, self._dist, output_fn=lambda out: out[0])
 
   # -- batches and the loss -----------------------------------------------------------
 
+  def prepare_joint_data(self, data, key, variables):
+    """`data` with every row's advantage and value target under `variables` (per chunk)."""
+    scale = self._value_scale
+
+    def state_values(obs, dist_inputs, k):
+      del dist_inputs, k
+      return self._joint_model.apply(variables, obs)[1][..., 0] * scale
+    values = row_values(data, self.task.observation_space, key, state_values)
+    adv = windowed_advantages(data, values, self._estimator, self._margin)
+    return data.replace(rows=dict(data.rows, advantage=adv, value_target=values + adv))
+
   def joint_batch(self, data, key, carry, variables):
-    """Slices of max_slice_length trained steps plus the margin: a task Batch [B, L + margin]."""
+    """Slices of max_slice_length trained steps plus the margin: a task Batch [B, L + margin];
+    per chunk, a JointBatch [B, L] of the trained steps with their advantages."""
     del carry, variables
+    if self._per_chunk:
+      fields = slices.sample(data, key, self._batch_size, self._max_slice_length)
+      return batches.JointBatch(fields['observation'], fields['action'], fields['advantage'],
+                                fields['value_target'], fields['dist_inputs'], fields['mask'])
     fields = slices.sample(data, key, self._batch_size, self._max_slice_length + self._margin,
                            margin=self._margin)
     return Batch(**fields)
@@ -117,11 +159,15 @@ class ActorCriticJointTrainer(RLTrainer):
     dist_inputs, values = outputs
     values = values[..., 0] * self._value_scale
     length = self._max_slice_length
-    adv = self._estimator(batch.reward, batch.return_, jax.lax.stop_gradient(values),
-                          batch.done, batch.mask)
+    if self._per_chunk:
+      adv, targets = batch.advantage, batch.value_target
+    else:
+      adv = self._estimator(batch.reward, batch.return_, jax.lax.stop_gradient(values),
+                            batch.done, batch.mask)
     real = batch.mask[:, :length]
     values = values[:, :length]
-    targets = jax.lax.stop_gradient(values) + adv
+    if not self._per_chunk:
+      targets = jax.lax.stop_gradient(values) + adv
     dist_inputs = dist_inputs[:, :length]
     actions = batch.action[:, :length]
     return {
@@ -171,8 +217,9 @@ class ActorCriticJointTrainer(RLTrainer):
 
   def update(self, state, data):
     state = self.with_acting_statistics(state, 'joint')
+    carry = variables_of(state.nets['joint']) if self._per_chunk else None
     state, result, _ = self.fit(state, 'joint', data['joint'], self._train_steps, self._evals,
-                                self._eval_steps)
+                                self._eval_steps, carry=carry)
     return state, {'joint': result}, {}
 
 

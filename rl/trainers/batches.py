@@ -25,6 +25,16 @@ class PolicyBatch(NamedTuple):
   mask: jax.Array
 
 
+class JointBatch(NamedTuple):
+  """A joint network's steps with the advantages and value targets computed for its chunk."""
+  observation: jax.Array
+  action: jax.Array
+  advantage: jax.Array
+  value_target: jax.Array  # V + A, in returns (not scaled by 1 - gamma)
+  dist_inputs: jax.Array  # of the policy that acted (the "old" policy)
+  mask: jax.Array
+
+
 class SampledQBatch(NamedTuple):
   """SamplingAWR: n actions sampled per state, [B, n, L], with their Q and log-probs."""
   observation: jax.Array  # [B, L, ...]
