@@ -75,6 +75,10 @@ REGISTRY = {
     'ppo_minatar_breakout': (7, 1_000_000),
     'dqn_minatar_breakout': (7, 1_000_000),
     'ppo_cartpole_jax': (475, 100_000),
+    'dqn_cartpole_jax': (475, 100_000),
+    'ppo_minatar_breakout_jax': (7, 1_000_000),
+    'ppo_joint_lunarlander': (200, 1_000_000),
+    'ppo_halfcheetah': (1500, 1_000_000),
 }
 
 

@@ -267,3 +267,15 @@ def test_pong_dqn_resumes_exactly(tmp_path):
       "AtariCnnBody.kernel_initializer = 'atari_conv'",
       'DQN.n_interactions_per_epoch = 16', 'DQN.value_train_steps_per_epoch = 2',
       'DQN.value_batch_size = 4', 'DQN.n_eval_episodes = 0'], 2)
+
+
+@pytest.mark.parametrize('game', ['pong', 'boxing'])
+def test_shipped_atari_ppo_joint_configs_train_on_stacks_and_resume_exactly(tmp_path, game):
+  # The shipped config with a tiny CNN and tiny epochs: its advantages per
+  # chunk read every stored step's rebuilt stack of frames.
+  config = os.path.join(ROOT, 'configs', f'ppo_joint_{game}.gin')
+  assert_resume_is_exact(tmp_path, config, [
+      'RLTask.n_envs = 2', 'train_rl.checkpoint_every = 1',
+      'AtariCnnBody.hidden_sizes = (2, 2, 2)', 'AtariCnnBody.output_size = 8',
+      'PPOJoint.n_interactions_per_epoch = 32', 'PPOJoint.train_steps_per_epoch = 2',
+      'PPOJoint.batch_size = 4', 'PPOJoint.n_eval_episodes = 0'], 2)
