@@ -269,11 +269,11 @@ def test_pong_dqn_resumes_exactly(tmp_path):
       'DQN.value_batch_size = 4', 'DQN.n_eval_episodes = 0'], 2)
 
 
-@pytest.mark.parametrize('game', ['pong', 'boxing'])
-def test_shipped_atari_ppo_joint_configs_train_on_stacks_and_resume_exactly(tmp_path, game):
+def test_shipped_pong_ppo_joint_config_trains_on_stacks_and_resumes_exactly(tmp_path):
   # The shipped config with a tiny CNN and tiny epochs: its advantages per
-  # chunk read every stored step's rebuilt stack of frames.
-  config = os.path.join(ROOT, 'configs', f'ppo_joint_{game}.gin')
+  # chunk read every stored step's rebuilt stack of frames. (ppo_joint_boxing
+  # differs in its env and two coefficients; tests/test_configs.py parses it.)
+  config = os.path.join(ROOT, 'configs', 'ppo_joint_pong.gin')
   assert_resume_is_exact(tmp_path, config, [
       'RLTask.n_envs = 2', 'train_rl.checkpoint_every = 1',
       'AtariCnnBody.hidden_sizes = (2, 2, 2)', 'AtariCnnBody.output_size = 8',
