@@ -289,24 +289,36 @@ def learning_check(args, scan_loop, steps_per_update):
 # (b) rl.run's fused epoch.
 # ---------------------------------------------------------------------------
 
-# rl's PPO with HPARAMS, as a gin config on the JAX-native backend. The
-# differences the runner's design brings: separate optimizers for the policy
-# and the value network (each takes the 16 steps, the floor's one optimizer
-# takes both losses), minibatches drawn at random rather than as a permutation
-# of the epoch, and GAE through added_policy_slice_length = 64 steps (the
-# floor runs it over the whole 128-step rollout; (0.99 * 0.95)^64 = 2%).
+# HPARAMS as gin configs of rl on the JAX-native backend: the task and model
+# bindings both runner configs share, then each trainer's. What the runner's
+# design keeps different from the floor: minibatches drawn at random rather
+# than as a permutation of the epoch, and GAE through
+# added_policy_slice_length = 64 steps (the floor runs it over the whole
+# 128-step rollout; (0.99 * 0.95)^64 = 2%).
+_TASK = """
+RLTask.env = 'gymnax:{env}'
+RLTask.n_envs = {n_envs}
+RLTask.gamma = {gamma}
+RLTask.seed = 0
+"""
+_MODEL = """
+MLP.layer_widths = ({hidden}, {hidden})
+MLP.activation_fn = 'tanh'
+multifactor.factors = 'constant'
+multifactor.constant = {lr}
+Adam.weight_decay_rate = 0.0
+Adam.eps = {adam_eps}
+Adam.clip_grad_norm = {max_grad_norm}
+"""
+
+
 # rl's PPOJoint is the floor's algorithm: one network pair trained by one loss
 # (clipped surrogate + value + entropy) with one optimizer, on advantages
 # computed once per update from the network as the update starts
 # (advantages_per_chunk; GAE looks 64 steps ahead, bootstrapping beyond).
 # The floor's value term is vf_coef * 0.5 * squared error, hence a
 # value_loss_coeff of vf_coef / 2 on rl's mean squared error.
-RUNNER_CONFIG = """
-RLTask.env = 'gymnax:{env}'
-RLTask.n_envs = {n_envs}
-RLTask.gamma = {gamma}
-RLTask.seed = 0
-PPOJoint.n_interactions_per_epoch = {steps}
+RUNNER_CONFIG = _TASK + """PPOJoint.n_interactions_per_epoch = {steps}
 PPOJoint.n_eval_episodes = 0
 PPOJoint.epsilon = {clip}
 PPOJoint.entropy_coeff = {ent_coef}
@@ -320,25 +332,13 @@ PPOJoint.batch_size = {batch}
 PPOJoint.train_steps_per_epoch = {n_updates}
 PPOJoint.joint_model = @PolicyAndValue
 PolicyAndValue.joint = False
-MLP.layer_widths = ({hidden}, {hidden})
-MLP.activation_fn = 'tanh'
-multifactor.factors = 'constant'
-multifactor.constant = {lr}
-Adam.weight_decay_rate = 0.0
-Adam.eps = {adam_eps}
-Adam.clip_grad_norm = {max_grad_norm}
-"""
+""" + _MODEL
 
 # For comparison: rl's PPO, separate policy and value networks with their own
 # optimizers, trained in turn (the value network's steps, then the policy's
 # on advantages from the trained value network): twice the gradient steps
 # and two advantage passes per update.
-SEPARATE_CONFIG = """
-RLTask.env = 'gymnax:{env}'
-RLTask.n_envs = {n_envs}
-RLTask.gamma = {gamma}
-RLTask.seed = 0
-PPO.n_interactions_per_epoch = {steps}
+SEPARATE_CONFIG = _TASK + """PPO.n_interactions_per_epoch = {steps}
 PPO.n_eval_episodes = 0
 PPO.epsilon = {clip}
 PPO.entropy_coeff = {ent_coef}
@@ -350,14 +350,7 @@ PPO.policy_batch_size = {batch}
 PPO.policy_train_steps_per_epoch = {n_updates}
 PPO.value_batch_size = {batch}
 PPO.value_train_steps_per_epoch = {n_updates}
-MLP.layer_widths = ({hidden}, {hidden})
-MLP.activation_fn = 'tanh'
-multifactor.factors = 'constant'
-multifactor.constant = {lr}
-Adam.weight_decay_rate = 0.0
-Adam.eps = {adam_eps}
-Adam.clip_grad_norm = {max_grad_norm}
-"""
+""" + _MODEL
 
 
 def runner_config(hp, template=RUNNER_CONFIG):
