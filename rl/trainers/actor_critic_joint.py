@@ -15,8 +15,10 @@ starts (as PPO implementations commonly do before their update epochs), and
 batches gather them: the network then runs on the trained steps of a batch
 only, not on its bootstrap margin too, which with a margin of 64 is 65 times
 fewer forward passes per batch (the difference between affordable and not on
-pixels). PPOJoint, A2CJoint and AWRJoint
-share their policy terms with the separate-network trainers (rl.trainers.losses).
+pixels).
+
+PPOJoint, A2CJoint and AWRJoint share their policy terms with the
+separate-network trainers (rl.trainers.losses).
 """
 import gin
 import jax
@@ -160,14 +162,14 @@ class ActorCriticJointTrainer(RLTrainer):
     values = values[..., 0] * self._value_scale
     length = self._max_slice_length
     if self._per_chunk:
-      adv, targets = batch.advantage, batch.value_target
+      adv = batch.advantage
     else:
       adv = self._estimator(batch.reward, batch.return_, jax.lax.stop_gradient(values),
                             batch.done, batch.mask)
     real = batch.mask[:, :length]
     values = values[:, :length]
-    if not self._per_chunk:
-      targets = jax.lax.stop_gradient(values) + adv
+    targets = (batch.value_target if self._per_chunk
+               else jax.lax.stop_gradient(values) + adv)
     dist_inputs = dist_inputs[:, :length]
     actions = batch.action[:, :length]
     return {
