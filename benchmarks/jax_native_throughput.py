@@ -312,21 +312,26 @@ Adam.clip_grad_norm = {max_grad_norm}
 """
 
 
+def _ppo_bindings(trainer):
+  """The PPO bindings both trainers take, under `trainer`'s gin name."""
+  return """{trainer}.n_interactions_per_epoch = {{steps}}
+{trainer}.n_eval_episodes = 0
+{trainer}.epsilon = {{clip}}
+{trainer}.entropy_coeff = {{ent_coef}}
+{trainer}.advantage_estimator = @gae
+gae.lambda_ = {{gae_lambda}}
+{trainer}.added_policy_slice_length = 64
+{trainer}.max_slice_length = 1
+""".format(trainer=trainer)
+
+
 # rl's PPOJoint is the floor's algorithm: one network pair trained by one loss
 # (clipped surrogate + value + entropy) with one optimizer, on advantages
 # computed once per update from the network as the update starts
 # (advantages_per_chunk; GAE looks 64 steps ahead, bootstrapping beyond).
 # The floor's value term is vf_coef * 0.5 * squared error, hence a
 # value_loss_coeff of vf_coef / 2 on rl's mean squared error.
-RUNNER_CONFIG = _TASK + """PPOJoint.n_interactions_per_epoch = {steps}
-PPOJoint.n_eval_episodes = 0
-PPOJoint.epsilon = {clip}
-PPOJoint.entropy_coeff = {ent_coef}
-PPOJoint.value_loss_coeff = {value_coeff}
-PPOJoint.advantage_estimator = @gae
-gae.lambda_ = {gae_lambda}
-PPOJoint.added_policy_slice_length = 64
-PPOJoint.max_slice_length = 1
+RUNNER_CONFIG = _TASK + _ppo_bindings('PPOJoint') + """PPOJoint.value_loss_coeff = {value_coeff}
 PPOJoint.advantages_per_chunk = True
 PPOJoint.batch_size = {batch}
 PPOJoint.train_steps_per_epoch = {n_updates}
@@ -338,15 +343,7 @@ PolicyAndValue.joint = False
 # optimizers, trained in turn (the value network's steps, then the policy's
 # on advantages from the trained value network): twice the gradient steps
 # and two advantage passes per update.
-SEPARATE_CONFIG = _TASK + """PPO.n_interactions_per_epoch = {steps}
-PPO.n_eval_episodes = 0
-PPO.epsilon = {clip}
-PPO.entropy_coeff = {ent_coef}
-PPO.advantage_estimator = @gae
-gae.lambda_ = {gae_lambda}
-PPO.added_policy_slice_length = 64
-PPO.max_slice_length = 1
-PPO.policy_batch_size = {batch}
+SEPARATE_CONFIG = _TASK + _ppo_bindings('PPO') + """PPO.policy_batch_size = {batch}
 PPO.policy_train_steps_per_epoch = {n_updates}
 PPO.value_batch_size = {batch}
 PPO.value_train_steps_per_epoch = {n_updates}
