@@ -11,7 +11,7 @@ orthogonal init.
     gymnax env step with its auto-reset, all vmapped over the 4 envs), GAE by
     a reverse `lax.scan`, then 4 epochs x 4 minibatches of the clipped PPO loss
     with optax. Nothing else: no host work, no buffers, no logging. Two ways to
-    run --updates updates per timed call, interleaved:
+    run --updates updates per timed call:
       scan: one jitted `lax.scan` over the updates;
       loop: a Python loop over the jitted update (one dispatch per update).
     The faster of the two is the floor. It is then also run as `jax.vmap` over
@@ -26,15 +26,16 @@ orthogonal init.
 
 How to read it: 'compile' is the first call (trace + compile + run) minus a
 steady call; steps/s are medians of --repeats timed calls after one warm-up
-call. 'learning' continues the scan state up to --learn_steps env steps and
+call. The floors and the runners take turns, one timed call each per round,
+so that the load of a shared machine, which drifts, weighs on all of them
+alike. 'learning' continues the scan state up to --learn_steps env steps and
 prints the mean return of the episodes finished in its last call, to show the
 floor is the real algorithm (PureJaxRL's CartPole reaches ~500 by ~500k
-steps). The floor is timed again after the runner and the ratio uses the
-median of both passes. The last line is `jax_native/floor ratio: X.XX`
-(runner steps/s over floor steps/s; the goal is >= 0.8).
+steps). The last line is `jax_native/floor ratio: X.XX` (runner steps/s over
+floor steps/s; the goal is >= 0.8).
 
 Usage: nice -n 10 python benchmarks/jax_native_throughput.py [--updates 25]
-         [--repeats 5] [--seeds 8] [--learn_steps 100000] [--key_impl rbg]
+         [--repeats 9] [--seeds 8] [--learn_steps 100000] [--key_impl rbg]
 """
 import argparse
 import os
@@ -63,7 +64,7 @@ def _parse_args():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--updates', type=int, default=25,
                       help='PPO updates per timed call (each is n_envs x n_steps env steps)')
-  parser.add_argument('--repeats', type=int, default=5,
+  parser.add_argument('--repeats', type=int, default=9,
                       help='timed calls of each loop; the median is reported')
   parser.add_argument('--seeds', type=int, default=8,
                       help='seeds of the vmapped floor (0 skips it)')
@@ -240,26 +241,6 @@ def _seconds(loop):
   return time.perf_counter() - start
 
 
-def measure_floor(args, init, update, steps_per_update):
-  """Times the scan and Python-loop floors, interleaved; returns their results."""
-  steps = args.updates * steps_per_update
-  state = jax.jit(init)(0)
-  loops = {'scan': ScanLoop(update, state, args.updates),
-           'loop': PythonLoop(update, state, args.updates)}
-  # A first call compiles, then runs all its updates; a steady call is taken off.
-  first = {name: _seconds(loop) for name, loop in loops.items()}
-  times = {name: [] for name in loops}
-  for _ in range(args.repeats):  # interleaved: load changes hit both alike
-    for name, loop in loops.items():
-      times[name].append(_seconds(loop))
-  results = {}
-  for name, t in times.items():
-    steady = statistics.median(t)
-    results[name] = dict(compile=first[name] - steady, rate=steps / steady,
-                         spread=(steps / max(t), steps / min(t)))
-  return loops, results
-
-
 def measure_vmapped(args, init, update, steps_per_update, kind):
   """The `kind` floor over args.seeds seeds in one jax.vmap; all seeds' steps count."""
   states = jax.jit(jax.vmap(init))(jnp.arange(args.seeds))
@@ -358,15 +339,13 @@ def runner_config(hp, template=RUNNER_CONFIG):
                          value_coeff=hp['vf_coef'] / 2, **hp)
 
 
-def measure_runner(args, trainer_name='PPOJoint', template=RUNNER_CONFIG, vmapped=True):
-  """rl.run's fused epoch on the same problem: (steps/s, compile s, vmap result).
+def build_runner(args, trainer_name='PPOJoint', template=RUNNER_CONFIG):
+  """rl's trainer on the same problem; returns `call`, which runs --updates epochs.
 
   One epoch of rl is one PPO update of the floor (512 env steps, 16
-  gradient steps). Timed as rl.run runs it: `run_epoch` (the
-  compiled epoch, then reading its metrics back and the host bookkeeping),
-  --updates epochs per timed call. The vmapped figure runs the trainer's
-  epoch (`jax_epoch`) under jax.vmap over --seeds copies of its state, as
-  `rl.run --seeds` does.
+  gradient steps). `call` runs them as rl.run does: `run_epoch` (the
+  compiled epoch, with the next one dispatched before this one's metrics
+  are read back and booked on the host).
   """
   import gin  # pylint: disable=import-outside-toplevel
   from rl import run  # pylint: disable=import-outside-toplevel,unused-import  (gin names)
@@ -375,35 +354,57 @@ def measure_runner(args, trainer_name='PPOJoint', template=RUNNER_CONFIG, vmappe
   gin.clear_config()
   gin.parse_config(runner_config(HPARAMS, template))
   trainer = getattr(trainers, trainer_name)(RLTask())
-  trainer._last_epoch = None  # pylint: disable=protected-access  (no final evaluation)
+  gin.clear_config()
+  # As rl.run's epoch loop sets it: with a last epoch still to come, each
+  # epoch dispatches the next before its host bookkeeping (no evaluation is
+  # configured, so none is ever due).
+  trainer._last_epoch = 10**9  # pylint: disable=protected-access
 
   def call():
     for _ in range(args.updates):
       trainer.run_epoch()
-  steps = args.updates * HPARAMS['n_envs'] * HPARAMS['n_steps']
-  first = _seconds(call)
-  times = [_seconds(call) for _ in range(args.repeats)]
-  steady = statistics.median(times)
-  result = dict(compile=first - steady, rate=steps / steady,
-                spread=(steps / max(times), steps / min(times)), vmap=None)
-  if args.seeds and vmapped:
-    stack = lambda tree: jax.tree_util.tree_map(  # noqa: E731
-        lambda x: jnp.stack([x] * args.seeds), tree)
-    epoch = jax.jit(jax.vmap(trainer.jax_epoch, in_axes=(0, 0, None, None, None)),
-                    static_argnums=4)
-    current = [stack(trainer.train_state), stack(trainer.task.carry)]
+  return trainer, call
 
-    def vmapped():
-      for _ in range(args.updates):
-        outputs = epoch(*current, (), np.int32(1), trainer.jax_epoch_steps)
-        current[:] = outputs[:2]
-        jax.device_get(outputs[2:])  # the metrics, read back as rl.seeds does
-    first = _seconds(vmapped)
-    times = [_seconds(vmapped) for _ in range(args.repeats)]
-    steady = statistics.median(times)
-    result['vmap'] = dict(compile=first - steady, rate=args.seeds * steps / steady)
-  gin.clear_config()
-  return result
+
+def measure_runner_vmapped(args, trainer):
+  """The trainer's epoch (`jax_epoch`) under jax.vmap over --seeds copies of its
+  state, as `rl.run --seeds` runs it; all seeds' steps count."""
+  steps = args.seeds * args.updates * HPARAMS['n_envs'] * HPARAMS['n_steps']
+  stack = lambda tree: jax.tree_util.tree_map(  # noqa: E731
+      lambda x: jnp.stack([x] * args.seeds), tree)
+  epoch = jax.jit(jax.vmap(trainer.jax_epoch, in_axes=(0, 0, None, None, None)),
+                  static_argnums=4)
+  current = [stack(trainer.train_state), stack(trainer.task.carry)]
+
+  def vmapped():
+    for _ in range(args.updates):
+      outputs = epoch(*current, (), np.int32(1), trainer.jax_epoch_steps)
+      current[:] = outputs[:2]
+      jax.device_get(outputs[2:])  # the metrics, read back as rl.seeds does
+  first = _seconds(vmapped)
+  times = [_seconds(vmapped) for _ in range(args.repeats)]
+  steady = statistics.median(times)
+  return dict(compile=first - steady, rate=steps / steady)
+
+
+def measure_interleaved(args, calls, steps):
+  """{name: result} of the `calls` ({name: callable}), timed in turn.
+
+  Each call's first run (compilation included) is timed alone; then the
+  calls take turns --repeats times, so that a change in the machine's load
+  hits all of them alike, and each gets the median of its turns.
+  """
+  first = {name: _seconds(call) for name, call in calls.items()}
+  times = {name: [] for name in calls}
+  for _ in range(args.repeats):
+    for name, call in calls.items():
+      times[name].append(_seconds(call))
+  results = {}
+  for name, t in times.items():
+    steady = statistics.median(t)
+    results[name] = dict(compile=first[name] - steady, rate=steps / steady,
+                         spread=(steps / max(t), steps / min(t)))
+  return results
 
 
 def main():
@@ -414,21 +415,35 @@ def main():
         f'{args.repeats}, jax {jax.__version__} on {jax.default_backend()}, '
         f'{os.cpu_count()} cores, keys {args.key_impl}')
 
-  loops, floor = measure_floor(args, init, update, steps_per_update)
+  state = jax.jit(init)(0)
+  loops = {'scan': ScanLoop(update, state, args.updates),
+           'loop': PythonLoop(update, state, args.updates)}
+  runner, runner_call = build_runner(args)
+  _, separate_call = build_runner(args, 'PPO', SEPARATE_CONFIG)
+  results = measure_interleaved(args, {**loops, 'runner': runner_call,
+                                       'separate': separate_call},
+                                args.updates * steps_per_update)
   labels = {'scan': 'floor scan (updates in one jitted lax.scan)',
-            'loop': 'floor loop (Python loop over the jitted update)'}
-  for name, r in floor.items():
+            'loop': 'floor loop (Python loop over the jitted update)',
+            'runner': 'runner (rl PPOJoint, run_epoch)',
+            'separate': 'rl PPO, separate networks trained in turn (run_epoch)'}
+  for name, r in results.items():
     print(f"{labels[name]}: {r['rate']:,.0f} env steps/s "
           f"(range {r['spread'][0]:,.0f}..{r['spread'][1]:,.0f}), compile {r['compile']:.2f} s")
-  best = max(floor, key=lambda name: floor[name]['rate'])
-  floor_rate = floor[best]['rate']
-  print(f'floor: {floor_rate:,.0f} env steps/s ({best}), compile {floor[best]["compile"]:.2f} s')
+  best = max(loops, key=lambda name: results[name]['rate'])
+  floor_rate = results[best]['rate']
+  print(f'floor: {floor_rate:,.0f} env steps/s ({best})')
+  print(f"rl PPO, separate networks: {results['separate']['rate'] / floor_rate:.2f} of the floor")
 
   if args.seeds:
     v = measure_vmapped(args, init, update, steps_per_update, best)
     print(f"floor vmap {args.seeds} seeds ({best}): {v['rate']:,.0f} env steps/s all seeds "
           f"(range {v['spread'][0]:,.0f}..{v['spread'][1]:,.0f}; "
           f"{v['rate'] / floor_rate:.2f}x one seed), compile {v['compile']:.2f} s")
+    v = measure_runner_vmapped(args, runner)
+    print(f"runner vmap {args.seeds} seeds (jax_epoch): {v['rate']:,.0f} env steps/s all seeds "
+          f"({v['rate'] / results['runner']['rate']:.2f}x one seed), "
+          f"compile {v['compile']:.2f} s")
 
   if args.learn_steps:
     steps, mean_return, episodes = learning_check(args, loops['scan'], steps_per_update)
@@ -436,25 +451,7 @@ def main():
           f'{episodes:.0f} episodes finished in the last {args.updates} updates, '
           f'at {steps:,} env steps')
 
-  runner = measure_runner(args)
-  separate = measure_runner(args, 'PPO', SEPARATE_CONFIG, vmapped=False)
-  # The floor again, right after the runner: the load of a shared machine
-  # drifts, and the ratio compares the runner with both floor passes' median.
-  again = [_seconds(loops[best]) for _ in range(args.repeats)]
-  steps = args.updates * steps_per_update
-  floor_rate = statistics.median([floor_rate, steps / statistics.median(again)])
-  print(f"runner (rl PPOJoint, run_epoch): {runner['rate']:,.0f} env steps/s "
-        f"(range {runner['spread'][0]:,.0f}..{runner['spread'][1]:,.0f}), "
-        f"compile {runner['compile']:.2f} s")
-  print(f"rl PPO, separate networks trained in turn (run_epoch): {separate['rate']:,.0f} "
-        f"env steps/s ({separate['rate'] / floor_rate:.2f} of the floor), "
-        f"compile {separate['compile']:.2f} s")
-  if runner['vmap'] is not None:
-    v = runner['vmap']
-    print(f"runner vmap {args.seeds} seeds (jax_epoch): {v['rate']:,.0f} env steps/s all seeds "
-          f"({v['rate'] / runner['rate']:.2f}x one seed), compile {v['compile']:.2f} s")
-  print(f'floor (both passes): {floor_rate:,.0f} env steps/s')
-  print(f"jax_native/floor ratio: {runner['rate'] / floor_rate:.2f}")
+  print(f"jax_native/floor ratio: {results['runner']['rate'] / floor_rate:.2f}")
 
 
 if __name__ == '__main__':

@@ -134,7 +134,8 @@ class ActorCriticJointTrainer(RLTrainer):
   # -- batches and the loss -----------------------------------------------------------
 
   def prepare_joint_data(self, data, key, variables):
-    """`data` with every row's advantage and value target under `variables` (per chunk)."""
+    """(`data` with every row's advantage and value target under `variables`, the
+    table its batches are drawn from), once per chunk."""
     scale = self._value_scale
 
     def state_values(obs, dist_inputs, k):
@@ -142,14 +143,18 @@ class ActorCriticJointTrainer(RLTrainer):
       return self._joint_model.apply(variables, obs)[1][..., 0] * scale
     values = row_values(data, self.task.observation_space, key, state_values)
     adv = windowed_advantages(data, values, self._estimator, self._margin)
-    return data.replace(rows=dict(data.rows, advantage=adv, value_target=values + adv))
+    data = data.replace(rows=dict(data.rows, advantage=adv, value_target=values + adv))
+    # The draw table is the same for every batch of the chunk: made here once
+    # rather than inside each gradient step.
+    return data, slices.draw_table(data, self._max_slice_length)
 
   def joint_batch(self, data, key, carry, variables):
     """Slices of max_slice_length trained steps plus the margin: a task Batch [B, L + margin];
     per chunk, a JointBatch [B, L] of the trained steps with their advantages."""
     del carry, variables
     if self._per_chunk:
-      fields = slices.sample(data, key, self._batch_size, self._max_slice_length)
+      data, cdf = data
+      fields = slices.sample(data, key, self._batch_size, self._max_slice_length, cdf=cdf)
       return batches.JointBatch(fields['observation'], fields['action'], fields['advantage'],
                                 fields['value_target'], fields['dist_inputs'], fields['mask'])
     fields = slices.sample(data, key, self._batch_size, self._max_slice_length + self._margin,

@@ -159,6 +159,11 @@ class TrainState(NamedTuple):
   extra: dict  # trainer-specific arrays (DQN's target network), checkpointed
 
 
+def _same_arrays(a, b):
+  """Whether two lists hold the very same array objects."""
+  return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
 class HostPolicy:
   """Adapts a pure acting function to the task's host loop: obs -> (actions, dist_inputs).
 
@@ -267,6 +272,9 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     self._eval_temperatures = tuple(float(t) for t in eval_temperatures)
     self._eval_every = int(eval_every)
     self._last_epoch = None  # set by run(): the last epoch is always evaluated
+    # JAX-native envs: (epoch, its input arrays, its outputs) of the epoch
+    # dispatched ahead of time (see _epoch_outputs).
+    self._ahead = None
     self._only_eval = only_eval
     self.output_dir = output_dir
     self.epoch = 0
@@ -575,12 +583,7 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     """
     start = time.perf_counter() if start is None else start
     if outputs is None:
-      if not hasattr(self, '_jax_epoch'):
-        self._jax_epoch = jax.jit(self.jax_epoch, static_argnames='n_steps')
-      # run_epoch has counted this epoch already.
-      outputs = self._jax_epoch(self.train_state, self.task.carry,
-                                self.sampling_args(1.0, self.epoch), np.int32(self.epoch),
-                                n_steps=self.jax_epoch_steps)
+      outputs = self._epoch_outputs()
     state, carry, results, extra, (returns, ended), n_segments = outputs
     self.train_state = state
     self.task.carry = carry
@@ -591,6 +594,42 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     stats = {'episode_returns': episode_returns, 'env_steps': self._n_interactions,
              'n_trajectories': int(n_segments)}
     return stats, self.epoch_metrics(results, extra, start)
+
+  def _dispatch_epoch(self, epoch):
+    """Starts `jax_epoch` of `epoch` from the current state; returns its (future) outputs."""
+    if not hasattr(self, '_jax_epoch'):
+      self._jax_epoch = jax.jit(self.jax_epoch, static_argnames='n_steps')
+    return self._jax_epoch(self.train_state, self.task.carry, self.sampling_args(1.0, epoch),
+                           np.int32(epoch), n_steps=self.jax_epoch_steps)
+
+  def _epoch_inputs(self):
+    """The arrays the next `jax_epoch` call would start from (its inputs' identity)."""
+    return jax.tree_util.tree_leaves((self.train_state, self.task.carry))
+
+  def _epoch_outputs(self):
+    """This epoch's `jax_epoch` outputs, with the next epoch already dispatched.
+
+    JAX runs a compiled call asynchronously, so the next epoch (a pure
+    function of this one's outputs and the epoch number) can start on the
+    device while the host reads this one's metrics, evaluates, logs and
+    checkpoints, instead of the two taking turns. The next epoch's outputs
+    are used only if the state it started from is still the trainer's (the
+    same arrays: nothing restored or replaced it since); otherwise, and
+    after the last epoch, they are dropped. Either way the numbers are
+    those of calling the epochs one by one.
+    """
+    ahead, self._ahead = self._ahead, None
+    if ahead is not None and ahead[0] == self.epoch and _same_arrays(ahead[1],
+                                                                     self._epoch_inputs()):
+      outputs = ahead[2]
+    else:
+      outputs = self._dispatch_epoch(self.epoch)  # run_epoch has counted this epoch already
+    # The trainer moves to this epoch's state before the next call starts, so
+    # the previous epoch's arrays are freed rather than held alongside two others.
+    self.train_state, self.task.carry = outputs[0], outputs[1]
+    if self._last_epoch is not None and self.epoch < self._last_epoch:
+      self._ahead = (self.epoch + 1, self._epoch_inputs(), self._dispatch_epoch(self.epoch + 1))
+    return outputs
 
   # -- the epoch loop ----------------------------------------------------------------
 
