@@ -392,18 +392,25 @@ def measure_interleaved(args, calls, steps):
 
   Each call's first run (compilation included) is timed alone; then the
   calls take turns --repeats times, so that a change in the machine's load
-  hits all of them alike, and each gets the median of its turns.
+  hits all of them alike, and each gets the median of its turns. Besides
+  wall-clock seconds, each turn's CPU seconds (this process's, all threads)
+  are kept: other tenants of a shared machine stretch wall time far more
+  than the CPU time a computation needs, so the CPU figure varies less.
   """
   first = {name: _seconds(call) for name, call in calls.items()}
   times = {name: [] for name in calls}
+  cpu = {name: [] for name in calls}
   for _ in range(args.repeats):
     for name, call in calls.items():
+      start = time.process_time()
       times[name].append(_seconds(call))
+      cpu[name].append(time.process_time() - start)
   results = {}
   for name, t in times.items():
     steady = statistics.median(t)
     results[name] = dict(compile=first[name] - steady, rate=steps / steady,
-                         spread=(steps / max(t), steps / min(t)))
+                         spread=(steps / max(t), steps / min(t)),
+                         cpu_rate=steps / statistics.median(cpu[name]))
   return results
 
 
@@ -433,6 +440,9 @@ def main():
   best = max(loops, key=lambda name: results[name]['rate'])
   floor_rate = results[best]['rate']
   print(f'floor: {floor_rate:,.0f} env steps/s ({best})')
+  print(f"per CPU second (all threads): floor {results[best]['cpu_rate']:,.0f}, runner "
+        f"{results['runner']['cpu_rate']:,.0f} env steps; runner/floor "
+        f"{results['runner']['cpu_rate'] / results[best]['cpu_rate']:.2f}")
   print(f"rl PPO, separate networks: {results['separate']['rate'] / floor_rate:.2f} of the floor")
 
   if args.seeds:
