@@ -243,7 +243,14 @@ def _seconds(loop):
 
 def measure_vmapped(args, init, update, steps_per_update, kind):
   """The `kind` floor over args.seeds seeds in one jax.vmap; all seeds' steps count."""
-  states = jax.jit(jax.vmap(init))(jnp.arange(args.seeds))
+  # Each seed initialised on its own, then stacked (as rl.run --seeds does):
+  # under vmap the orthogonal initialiser becomes one batched QR, and on
+  # the CPU jaxlib spreads a batched QR over the same thread pool that runs
+  # it; two of them on a 2-thread pool wait on each other for ever (seen as
+  # a hang in block_until_ready, no CPU used).
+  one = jax.jit(init)
+  states = jax.tree_util.tree_map(lambda *x: jnp.stack(x),
+                                  *[one(seed) for seed in range(args.seeds)])
   loop_class = ScanLoop if kind == 'scan' else PythonLoop
   loop = loop_class(jax.vmap(update), states, args.updates)
   first = _seconds(loop)
