@@ -56,7 +56,14 @@ def train_together(runs):
     trainer.share_programs(lead)
   epoch = jax.jit(jax.vmap(lead.jax_epoch, in_axes=(0, 0, 0, 0, None)), static_argnums=4)
   loops = [r.epoch_loop() for r in runs]
-  current = None
+
+  def dispatch(states, ahead):
+    # Each seed's epoch number and what it implies (DQN's epsilon): resumed
+    # seeds need not stand at the same epoch.
+    inputs = _stack([t.jax_epoch_inputs(ahead) for t in trainers])
+    return epoch(*states, *inputs, lead.jax_epoch_steps)
+
+  current = pending = None
   current_run = runs[0]
   try:
     while not all(loop.done for loop in loops):
@@ -66,11 +73,14 @@ def train_together(runs):
       if current is None:
         current = (_stack([t.train_state for t in trainers]),
                    _stack([t.task.carry for t in trainers]))
-      # Each seed's epoch number and what it implies (DQN's epsilon): resumed
-      # seeds need not stand at the same epoch.
-      inputs = _stack([t.jax_epoch_inputs() for t in trainers])
-      outputs = epoch(*current, *inputs, lead.jax_epoch_steps)
+      outputs = pending if pending is not None else dispatch(current, 0)
       current = outputs[:2]
+      # The next epoch, a function of this one's outputs only, starts on the
+      # device while this one is booked on the host (the numbers are those of
+      # one epoch after the other); it is dropped if no seed needs it.
+      more = any(not loop.done and t.epoch + 1 < loop.n_epochs
+                 for loop, t in zip(loops, trainers))
+      pending = dispatch(current, 1) if more else None
       host = jax.device_get(outputs)
       for i, (run, loop) in enumerate(zip(runs, loops)):
         if loop.done:

@@ -562,10 +562,11 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
                                         self.rollout_data(newest, replay, epoch))
     return state, carry, results, extra, (rollout.episode_return, rollout.ended), n_segments
 
-  def jax_epoch_inputs(self):
-    """`jax_epoch`'s per-trainer inputs besides the states for the next epoch:
-    (sample_args, epoch), computed before the epoch counter moves on."""
-    epoch = self.epoch + 1
+  def jax_epoch_inputs(self, ahead=0):
+    """`jax_epoch`'s per-trainer inputs besides the states for the next epoch
+    (or, with `ahead`, for the one that many after it): (sample_args, epoch),
+    computed before the epoch counter moves on."""
+    epoch = self.epoch + 1 + ahead
     return self.sampling_args(1.0, epoch), np.int32(epoch)
 
   @property
