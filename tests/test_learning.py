@@ -23,6 +23,9 @@ def test_ppo_cartpole_learns(tmp_path):
   assert reached is not None, [r.get('eval_return') for r in trainer.history]
 
 
+# Slow: the suite's 10-minute budget on 2 cores keeps one real learning run in
+# CI (PPO's, above); REINFORCE's seed 0 runs with the other seeds.
+@pytest.mark.slow
 def test_reinforce_cartpole_learns(tmp_path):
   """The shipped REINFORCE config, seed 0, cut to 30 epochs: greedy eval >= 475."""
   trainer = run_lib.execute([os.path.join(ROOT, 'configs', 'reinforce_cartpole.gin')],
