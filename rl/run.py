@@ -538,10 +538,13 @@ class PreparedRun:
 
   def interrupted(self):
     """The Interrupted error of a Ctrl-C now: where the run stopped, how to resume."""
+    return Interrupted(interrupted_message(self.output_dir, *self.stopped_at()))
+
+  def stopped_at(self):
+    """(epoch in progress, n_epochs, epoch of the last checkpoint or None), for a Ctrl-C now."""
     # The epoch in progress is the one after the last logged (at most the last).
     epoch = min(len(self.trainer.history) + 1, self.run.n_epochs)
-    return Interrupted(interrupted_message(self.output_dir, epoch, self.run.n_epochs,
-                                           last_checkpoint(self.checkpointer)))
+    return epoch, self.run.n_epochs, last_checkpoint(self.checkpointer)
 
   def non_finite(self, e):
     """`e` (a NonFiniteLossError) with what this run's checkpoints and config allow."""

@@ -12,11 +12,13 @@ other run's. A seed that stops early (its target reached) rides along in the
 batch, its results dropped, until the others are done: the batch keeps its
 shape and so its compiled program.
 """
+import os
 import time
 
 import jax
 
 from rl.errors import ConfigError
+from rl.errors import Interrupted
 from rl.errors import NonFiniteLossError
 
 
@@ -40,6 +42,16 @@ def parse_seeds(text):
   if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
     raise ConfigError(f'--seeds={text!r} repeats a seed or has a negative one; each seed once.')
   return seeds
+
+
+def interrupted_message(parent, stops):
+  """Where a Ctrl-C stopped each seed of a --seeds run ({folder name: stopped_at()}), in one line."""
+  where = '; '.join(
+      f'{name} in epoch {epoch}/{n_epochs} (last checkpoint: '
+      f"{'none' if checkpoint is None else f'epoch {checkpoint}'})"
+      for name, (epoch, n_epochs, checkpoint) in stops.items())
+  return (f'interrupted: {where}, under {parent}: rerun the same command to resume each seed '
+          'from its last checkpoint (a seed without one starts again).')
 
 
 def _stack(trees):
@@ -89,6 +101,7 @@ def train_together(runs):
         current_run = run
         loop.finish(run.trainer.run_epoch(outputs=mine, started=start), start)
   except KeyboardInterrupt:
-    raise runs[0].interrupted() from None
+    stops = {os.path.basename(r.output_dir): r.stopped_at() for r in runs}
+    raise Interrupted(interrupted_message(os.path.dirname(runs[0].output_dir), stops)) from None
   except NonFiniteLossError as e:
     raise current_run.non_finite(e) from None

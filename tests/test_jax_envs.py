@@ -297,6 +297,26 @@ def test_seeds_train_together_into_ordinary_run_folders(tmp_path):
   assert sorted(os.path.basename(r) for r in report.find_runs(str(out))) == ['seed_0', 'seed_1']
 
 
+def test_ctrl_c_during_seeds_says_where_each_seed_stopped(tmp_path, monkeypatch):
+  from rl import run as run_lib  # pylint: disable=import-outside-toplevel
+  from rl.errors import Interrupted  # pylint: disable=import-outside-toplevel
+  from rl.trainers import base  # pylint: disable=import-outside-toplevel
+
+  def interrupt(loop, record, epoch_start):
+    del loop, record, epoch_start
+    raise KeyboardInterrupt
+  # Ctrl-C arrives while the first epoch is being booked, before any checkpoint.
+  monkeypatch.setattr(base.EpochLoop, 'finish', interrupt)
+  bindings = [f[len('--config='):] for f in SEEDS_FLAGS[1:]]
+  with pytest.raises(Interrupted) as stopped:
+    run_lib.execute_seeds([PPO_JAX], bindings, str(tmp_path / 'seeds'), [0, 1])
+  message = str(stopped.value)
+  assert '\n' not in message
+  for seed in (0, 1):
+    assert f'seed_{seed} in epoch 1/4 (last checkpoint: none)' in message
+  assert str(tmp_path / 'seeds') in message and 'rerun the same command' in message
+
+
 def test_seeds_on_gymnasium_envs_run_one_after_the_other(tmp_path):
   from rl import run as run_lib  # pylint: disable=import-outside-toplevel
   from run_helpers import REINFORCE  # pylint: disable=import-outside-toplevel
