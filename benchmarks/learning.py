@@ -79,6 +79,7 @@ REGISTRY = {
     'ppo_minatar_breakout_jax': (7, 1_000_000),
     'ppo_joint_lunarlander': (200, 1_000_000),
     'ppo_halfcheetah': (1500, 1_000_000),
+    'awr_halfcheetah': (1500, 1_000_000),
 }
 
 
