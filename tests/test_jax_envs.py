@@ -136,7 +136,7 @@ def test_the_epoch_dispatched_ahead_changes_no_number_and_yields_to_a_new_state(
   one_by_one, ahead = make(), make(last_epoch=4)
   assert [numbers(ahead.run_epoch()) for _ in range(3)] == \
       [numbers(one_by_one.run_epoch()) for _ in range(3)]
-  assert ahead._ahead is not None and ahead._ahead[0] == 4  # epoch 4 is on its way
+  assert ahead._ahead is not None and ahead._ahead.epoch == 4  # epoch 4 is on its way
   # Another state of the same epoch put in place meanwhile (a restore): the
   # next epoch starts from it, not from the one that was dispatched ahead.
   arrays, meta = jax.device_get(one_by_one.state_dict())

@@ -159,6 +159,13 @@ class TrainState(NamedTuple):
   extra: dict  # trainer-specific arrays (DQN's target network), checkpointed
 
 
+class _Ahead(NamedTuple):
+  """A JAX-native epoch dispatched before its turn (see RLTrainer._epoch_outputs)."""
+  epoch: int
+  inputs: list  # the arrays it started from
+  outputs: tuple  # jax_epoch's outputs (futures until read)
+
+
 def _same_arrays(a, b):
   """Whether two lists hold the very same array objects."""
   return len(a) == len(b) and all(x is y for x, y in zip(a, b))
@@ -272,8 +279,7 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     self._eval_temperatures = tuple(float(t) for t in eval_temperatures)
     self._eval_every = int(eval_every)
     self._last_epoch = None  # set by run(): the last epoch is always evaluated
-    # JAX-native envs: (epoch, its input arrays, its outputs) of the epoch
-    # dispatched ahead of time (see _epoch_outputs).
+    # JAX-native envs: the _Ahead epoch dispatched before its turn, if any.
     self._ahead = None
     self._only_eval = only_eval
     self.output_dir = output_dir
@@ -566,7 +572,10 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     """`jax_epoch`'s per-trainer inputs besides the states for the next epoch
     (or, with `ahead`, for the one that many after it): (sample_args, epoch),
     computed before the epoch counter moves on."""
-    epoch = self.epoch + 1 + ahead
+    return self._epoch_args(self.epoch + 1 + ahead)
+
+  def _epoch_args(self, epoch):
+    """(sample_args, epoch) of `jax_epoch` for epoch number `epoch`."""
     return self.sampling_args(1.0, epoch), np.int32(epoch)
 
   @property
@@ -584,10 +593,10 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     """
     start = time.perf_counter() if start is None else start
     if outputs is None:
-      outputs = self._epoch_outputs()
-    state, carry, results, extra, (returns, ended), n_segments = outputs
-    self.train_state = state
-    self.task.carry = carry
+      outputs = self._epoch_outputs()  # which moves the trainer to the epoch's state
+    else:
+      self.train_state, self.task.carry = outputs[0], outputs[1]
+    _, _, results, extra, (returns, ended), n_segments = outputs
     returns, ended, n_segments = jax.device_get((returns, ended, n_segments))
     # Episodes in the order they ended (step-major, then env), as on the host.
     episode_returns = [float(r) for r in returns[ended]]
@@ -600,8 +609,8 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     """Starts `jax_epoch` of `epoch` from the current state; returns its (future) outputs."""
     if not hasattr(self, '_jax_epoch'):
       self._jax_epoch = jax.jit(self.jax_epoch, static_argnames='n_steps')
-    return self._jax_epoch(self.train_state, self.task.carry, self.sampling_args(1.0, epoch),
-                           np.int32(epoch), n_steps=self.jax_epoch_steps)
+    return self._jax_epoch(self.train_state, self.task.carry, *self._epoch_args(epoch),
+                           n_steps=self.jax_epoch_steps)
 
   def _epoch_inputs(self):
     """The arrays the next `jax_epoch` call would start from (its inputs' identity)."""
@@ -620,16 +629,17 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     those of calling the epochs one by one.
     """
     ahead, self._ahead = self._ahead, None
-    if ahead is not None and ahead[0] == self.epoch and _same_arrays(ahead[1],
-                                                                     self._epoch_inputs()):
-      outputs = ahead[2]
+    if (ahead is not None and ahead.epoch == self.epoch
+        and _same_arrays(ahead.inputs, self._epoch_inputs())):
+      outputs = ahead.outputs
     else:
       outputs = self._dispatch_epoch(self.epoch)  # run_epoch has counted this epoch already
     # The trainer moves to this epoch's state before the next call starts, so
     # the previous epoch's arrays are freed rather than held alongside two others.
     self.train_state, self.task.carry = outputs[0], outputs[1]
     if self._last_epoch is not None and self.epoch < self._last_epoch:
-      self._ahead = (self.epoch + 1, self._epoch_inputs(), self._dispatch_epoch(self.epoch + 1))
+      self._ahead = _Ahead(self.epoch + 1, self._epoch_inputs(),
+                           self._dispatch_epoch(self.epoch + 1))
     return outputs
 
   # -- the epoch loop ----------------------------------------------------------------
