@@ -1,17 +1,20 @@
 """Gradient steps per second of the trainers' epochs against a bare jitted scan.
 
-For each of PPO (its policy network), DQN and PPOJoint, built from the shipped
-CartPole config after a few epochs of collection, two loops run in one
-process, interleaved, at the config's gradient steps per epoch:
-  epoch: what rl.run does for the network every epoch: the task's SliceData
-         for the epoch, then the trainer's fused call (per-chunk preparation,
-         on-device batch sampling, the updates, the metrics), with results
-         read back to the host;
-  floor: a jitted `lax.scan` of value_and_grad of the same loss, the same
-         optax transformation and model, on one fixed batch of the same shape
-         drawn beforehand: no sampling, no preparation, no host work.
-The ratio epoch/floor (steps per second) says what the runner's epoch costs
-on top of the arithmetic of its updates; the last line is the smallest ratio.
+For each of PPO, DQN and PPOJoint, built from the shipped CartPole config
+after a few epochs of collection, two loops run in one process, interleaved,
+at the config's gradient steps per epoch:
+  epoch: what rl.run does every epoch: the task's SliceData for the epoch,
+         then the trainer's one compiled `update` (every network's fused
+         epoch: per-chunk preparation, on-device batch sampling, the
+         updates, the metrics), with the results read back to the host;
+  floor: for each network `update` trains, in the same order, a `lax.scan`
+         of value_and_grad of the same loss with the same optax
+         transformation and model, on batches drawn beforehand from the data
+         `update` gives that network: no sampling, no preparation, no host
+         work; all the networks' scans in one jitted call.
+Steps count every network's (PPO: its value and its policy steps). The ratio
+epoch/floor (steps per second) says what the runner's epoch costs on top of
+the arithmetic of its updates; the last line is the smallest ratio.
 
 Usage: python benchmarks/train_throughput.py [--repeats 30] [--trainers ppo,dqn,ppo_joint]
 """
@@ -21,6 +24,7 @@ import os
 import statistics
 import sys
 import time
+from typing import Any, NamedTuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -32,15 +36,16 @@ from rl import run as run_lib  # noqa: E402,F401  (registers the configurables)
 from rl import keys as rl_keys  # noqa: E402
 from rl import slices  # noqa: E402
 from rl.task import RLTask  # noqa: E402
+from rl.trainers.value import ValueAgent  # noqa: E402
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           'configs')
 
-# name -> (config file, the supervised network timed, epochs collected first)
+# name -> (config file, epochs collected first)
 TRAINERS = {
-    'ppo': ('ppo_cartpole.gin', 'policy', 4),
-    'dqn': ('dqn_cartpole.gin', 'value', 8),
-    'ppo_joint': ('ppo_joint_cartpole.gin', 'joint', 4),
+    'ppo': ('ppo_cartpole.gin', 4),
+    'dqn': ('dqn_cartpole.gin', 8),
+    'ppo_joint': ('ppo_joint_cartpole.gin', 4),
 }
 
 
@@ -76,26 +81,62 @@ def build(config, n_epochs):
   return trainer
 
 
-class EpochLoop:
-  """The trainer's own train_epoch call for network `name`, as rl.run makes it."""
+def total_steps(trainer):
+  """Optimizer steps taken so far, summed over the trainer's networks."""
+  return sum(t.step for t in trainer._trainers.values())  # pylint: disable=protected-access
 
-  def __init__(self, trainer, name):
+
+class EpochLoop:
+  """The trainer's own train_epoch call, as rl.run makes it every epoch."""
+
+  def __init__(self, trainer):
     self._trainer = trainer
-    self._name = name
 
   def __call__(self):
-    supervised = self._trainer._trainers[self._name]  # pylint: disable=protected-access
-    before = supervised.step
-    if self._name == 'policy':
-      self._trainer._train_policy()  # pylint: disable=protected-access
-    else:
-      self._trainer.train_epoch()
-    jax.block_until_ready(supervised.model_weights)
-    return supervised.step - before
+    before = total_steps(self._trainer)
+    self._trainer.train_epoch()
+    return total_steps(self._trainer) - before
 
 
-def floor_inputs(trainer, name, n_steps):
-  """(n_steps stacked inputs, per-step batch function) of the floor.
+class Fit(NamedTuple):
+  """What `update` hands one network's fused epoch (RLTrainer.fit's arguments)."""
+  name: str
+  data: Any
+  carry: Any
+  n_steps: int
+
+
+def recorded_fits(trainer):
+  """The Fits of one `update` call on this epoch's data, in the order it makes them.
+
+  `update` is traced with `fit` wrapped to return each call's data and carry
+  as outputs besides; the traced call runs once, and the trainer's state is
+  left as it was.
+  """
+  names = []
+
+  def update(state, data):
+    fits = []
+    fit = trainer.fit
+
+    def recording_fit(state, name, data, n_steps, n_chunks=1, n_eval_steps=0, carry=None):
+      names.append((name, n_steps))
+      fits.append((data, carry))
+      return fit(state, name, data, n_steps, n_chunks, n_eval_steps, carry)
+    trainer.fit = recording_fit
+    try:
+      trainer.update(state, data)
+    finally:
+      del trainer.fit  # the instance attribute; the class's method shows again
+    return fits
+
+  outputs = jax.jit(update)(trainer.train_state, trainer.epoch_data())
+  return [Fit(name, data, carry, n_steps)
+          for (name, n_steps), (data, carry) in zip(names, outputs)]
+
+
+def floor_inputs(trainer, fit):
+  """(fit.n_steps stacked inputs, per-step batch function) of one network's floor.
 
   The inputs are drawn beforehand exactly as the epoch draws them, one per
   step, so the floor does every step's own arithmetic (nothing about a step
@@ -106,57 +147,65 @@ def floor_inputs(trainer, name, n_steps):
   advantages are computed once per rollout (here: once per epoch, in the
   trainer's preparation), so its floor trains on drawn batches.
   """
-  supervised = trainer._trainers[name]  # pylint: disable=protected-access
+  supervised = trainer._trainers[fit.name]  # pylint: disable=protected-access
   spec = supervised.spec
-  keys = jax.random.split(rl_keys.seed_key(0), n_steps)
-  if name == 'value':  # DQN
-    target = supervised.variables
+  keys = jax.random.split(rl_keys.seed_key(0), fit.n_steps)
+  if isinstance(trainer, ValueAgent):
+    replay, cdf = fit.data
     sample = functools.partial(
         slices.sample, batch_size=trainer._value_batch_size,  # pylint: disable=protected-access
-        window=trainer._max_slice_length, margin=trainer._margin)  # pylint: disable=protected-access
-    fields = jax.jit(jax.vmap(sample, in_axes=(None, 0)))(trainer.task.slice_data(), keys)
+        window=trainer._max_slice_length, margin=trainer._margin,  # pylint: disable=protected-access
+        cdf=cdf)
+    fields = jax.jit(jax.vmap(sample, in_axes=(None, 0)))(replay, keys)
+    target = fit.carry
     return fields, lambda fields, variables: trainer.td_batch(fields, target, variables)
-  carry = getattr(trainer, '_target', None) if name == 'policy' else None
-  data = (trainer.policy_data() if name == 'policy'
-          else trainer.task.slice_data([-1] if getattr(trainer, 'on_policy', False) else None))
+  data = fit.data
   if spec.prepare_fn is not None:
-    data = jax.jit(spec.prepare_fn)(data, keys[0], carry)
-  draw = jax.vmap(lambda key: spec.batch_fn(data, key, carry, supervised.variables))
+    data = jax.jit(spec.prepare_fn)(data, keys[0], fit.carry)
+  draw = jax.vmap(lambda key: spec.batch_fn(data, key, fit.carry, supervised.variables))
   return jax.jit(draw)(keys), lambda batch, variables: batch
 
 
 class FloorLoop:
-  """A bare jitted scan of the same loss and optimizer on batches drawn beforehand."""
+  """Bare jitted scans of the same losses and optimizers on batches drawn beforehand."""
 
-  def __init__(self, trainer, name, n_steps):
-    supervised = trainer._trainers[name]  # pylint: disable=protected-access
-    spec = supervised.spec
-    inputs, per_step = floor_inputs(trainer, name, n_steps)
-    self._inputs = inputs
-    self._state = supervised._state  # pylint: disable=protected-access
-    self._n_steps = n_steps
+  def __init__(self, trainer):
+    fits = recorded_fits(trainer)
+    specs = [trainer._trainers[fit.name].spec for fit in fits]  # pylint: disable=protected-access
+    per_step = []
+    self._inputs = []
+    for fit in fits:
+      inputs, batch_of = floor_inputs(trainer, fit)
+      self._inputs.append(inputs)
+      per_step.append(batch_of)
+    self._states = [trainer._trainers[fit.name].state for fit in fits]  # pylint: disable=protected-access
+    self._n_steps = sum(fit.n_steps for fit in fits)
 
-    def loss(params, model_state, batch):
-      out = spec.apply_fn({'params': params, **model_state}, *spec.inputs_fn(batch))
-      return spec.loss_fn(out, batch)
+    def network_scan(spec, batch_of, state, inputs):
+      def loss(params, model_state, batch):
+        out = spec.apply_fn({'params': params, **model_state}, *spec.inputs_fn(batch))
+        return spec.loss_fn(out, batch)
 
-    def step(state, x):
-      batch = per_step(x, {'params': state['params'], **state['model_state']})
-      (value, _), grads = jax.value_and_grad(loss, has_aux=True)(
-          state['params'], state['model_state'], batch)
-      updates, opt_state = spec.tx.update(grads, state['opt_state'], state['params'])
-      params = optax.apply_updates(state['params'], updates)
-      return dict(state, params=params, opt_state=opt_state), value
-
-    @jax.jit
-    def scan(state, inputs):
+      def step(state, x):
+        batch = batch_of(x, {'params': state['params'], **state['model_state']})
+        (value, _), grads = jax.value_and_grad(loss, has_aux=True)(
+            state['params'], state['model_state'], batch)
+        updates, opt_state = spec.tx.update(grads, state['opt_state'], state['params'])
+        params = optax.apply_updates(state['params'], updates)
+        return dict(state, params=params, opt_state=opt_state), value
       return jax.lax.scan(step, state, inputs)
 
-    self._scan = scan
+    @jax.jit
+    def scans(states, inputs):
+      return [network_scan(spec, batch_of, state, x)
+              for spec, batch_of, state, x in zip(specs, per_step, states, inputs)]
+
+    self._scans = scans
 
   def __call__(self):
-    self._state, values = self._scan(self._state, self._inputs)
-    jax.block_until_ready(values)
+    outputs = self._scans(self._states, self._inputs)
+    self._states = [state for state, _ in outputs]
+    jax.block_until_ready([values for _, values in outputs])
     return self._n_steps
 
 
@@ -170,19 +219,19 @@ def main():
   args = _parse_args()
   ratios = {}
   for name in args.trainers:
-    config, network, n_epochs = TRAINERS[name]
+    config, n_epochs = TRAINERS[name]
     trainer = build(config, n_epochs)
-    supervised = trainer._trainers[network]  # pylint: disable=protected-access
-    n_steps = supervised.step // n_epochs
-    epoch, floor = EpochLoop(trainer, network), FloorLoop(trainer, network, n_steps)
-    epoch(), floor()  # compile both
+    epoch, floor = EpochLoop(trainer), FloorLoop(trainer)
+    n_steps = epoch()  # compiles both
+    floor()
     epoch_rates, floor_rates = [], []
     for _ in range(args.repeats):  # interleaved: load changes hit both alike
       epoch_rates.append(steps_per_second(epoch))
       floor_rates.append(steps_per_second(floor))
     e, f = statistics.median(epoch_rates), statistics.median(floor_rates)
     ratios[name] = e / f
-    print(f'{name} ({config}, {network} network, {n_steps} steps per epoch): '
+    networks = '+'.join(trainer._trainers)  # pylint: disable=protected-access
+    print(f'{name} ({config}, {networks}, {n_steps} steps per epoch): '
           f'epoch {e:,.0f} steps/s, floor {f:,.0f} steps/s, ratio {e / f:.2f}')
     trainer.close()
   worst = min(ratios, key=ratios.get)

@@ -200,15 +200,15 @@ def test_a_precomputed_draw_table_draws_the_same_slices(window, margin):
 def test_a_short_table_is_searched_all_at_once_with_the_binary_search_s_answers(monkeypatch):
   """The trajectory search compares all at once on short tables, and that draws what the
   binary search over the same table draws (ties from trajectories with no slices included)."""
-  assert slices.search_method(512, 128) == 'compare_all'
-  assert slices.search_method(65536, 64) == 'scan'
+  assert slices.search_method(32, 128) == 'compare_all'
+  assert slices.search_method(512, 128) == 'scan'
   data = padded(STEPS + [0, 5])  # a 1-row trajectory has no slice of 3: a repeated table entry
   key = jax.random.PRNGKey(5)
   # Traced afresh each time (not through sample_jit's cache): the method is chosen at trace time.
-  fast = jax.jit(lambda d, k: slices.sample(d, k, 256, 3, margin=1))(data, key)
+  fast = jax.jit(lambda d, k: slices.sample(d, k, 16, 3, margin=1))(data, key)
   monkeypatch.setattr(slices, 'COMPARE_ALL_LIMIT', 0)  # the binary search everywhere
   assert slices.search_method(2, 1) == 'scan'
-  binary = jax.jit(lambda d, k: slices.sample(d, k, 256, 3, margin=1))(data, key)
+  binary = jax.jit(lambda d, k: slices.sample(d, k, 16, 3, margin=1))(data, key)
   assert len(set(np.asarray(fast['traj'][:, 0]).tolist())) >= 4  # several trajectories drawn
   for name, values in binary.items():
     np.testing.assert_array_equal(np.asarray(values), np.asarray(fast[name]))
