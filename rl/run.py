@@ -14,6 +14,7 @@ epoch's end) is imported then, so a run reaches its first epoch soon after
 jax, flax and optax are imported (benchmarks/startup.py measures it).
 """
 import ast
+import atexit
 import contextlib
 import difflib
 import fcntl
@@ -824,5 +825,25 @@ def main(argv):
     sys.exit(130)
 
 
+def exit_now():
+  """Ends the process of a finished run: exit code 0, without the interpreter's teardown.
+
+  By then the run has closed what it writes (metrics, TensorBoard, checkpoints,
+  its log). The exit handlers still run and the streams are flushed; what is
+  skipped is Python's finalisation of every module and object, which with jax
+  and XLA loaded takes 0.3 to 0.5 s: a tenth of a CartPole run that a user
+  waits for. Only for the command line: a caller of `main` keeps its process.
+  """
+  atexit._run_exitfuncs()  # pylint: disable=protected-access  (logging's flush among them)
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(0)  # pylint: disable=protected-access
+
+
+def main_then_exit(argv):
+  main(argv)
+  exit_now()
+
+
 if __name__ == '__main__':
-  app.run(main, flags_parser=flags_parser('rl.run'))
+  app.run(main_then_exit, flags_parser=flags_parser('rl.run'))
