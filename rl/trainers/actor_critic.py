@@ -216,6 +216,9 @@ class ActorCriticTrainer(PolicyTrainer):
         seed_offset=1, prepare_fn=self.prepare_value_data,
         after_chunk=lambda target, variables: variables)
     self._trainers['value'] = self._value_trainer
+
+  def networks_initialized(self):
+    super().networks_initialized()
     self._check_shared_layers(type(self).__name__)
 
   def _check_shared_layers(self, name):

@@ -25,6 +25,7 @@ import numpy as np
 
 from rl import keys
 from rl import metrics as metrics_lib
+from rl.supervised import trainer as supervised
 from rl.errors import ConfigError
 
 
@@ -201,7 +202,9 @@ class _BuiltAfterConfiguration(type):
   stores its configuration (in any order relative to `super().__init__`),
   then `build_networks()` makes the networks, their supervised trainers and
   the jitted functions that read them, with the whole configuration in
-  place. No constructor can see a half-configured trainer.
+  place, then `initialize_networks()` makes every network's initial state
+  (and the run's keys) in one compiled call. No constructor can see a
+  half-configured trainer.
   """
 
   def __call__(cls, *args, **kwargs):
@@ -209,6 +212,7 @@ class _BuiltAfterConfiguration(type):
     trainer.check_jax_native()
     trainer.reserve_replay()
     trainer.build_networks()
+    trainer.initialize_networks()
     if trainer.task.jax_native:
       trainer.task.reserve_replay(trainer.jax_epoch_steps)
     return trainer
@@ -286,10 +290,8 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     self.epoch = 0
     self.history = []
     self._trainers = {}  # name -> supervised.Trainer, checkpointed together
-    # The collection key is the seed's; the training key draws the training
-    # batches (and any sampling inside the losses' inputs).
-    seed_key, self.train_key = keys.seed_and_folded(task.seed, 2)
-    self._acting = ActingState(seed_key, {})
+    # Made with the networks' initial states (initialize_networks).
+    self.train_key = self._acting = None
     self._extra = {}
     # One compiled call trains every network of an epoch (see `update`).
     self._update = jax.jit(self.update)
@@ -331,8 +333,29 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
       self.task.reserve_rows(rows)
 
   def build_networks(self):
-    """Makes the networks and their supervised trainers; ends with set_acting_model."""
+    """Makes the networks and their supervised trainers; ends with set_acting_model.
+
+    The networks' states do not exist yet (initialize_networks makes them);
+    what needs them goes in `networks_initialized`.
+    """
     raise NotImplementedError(f'{type(self).__name__} is a base class, not a trainer')
+
+  def initialize_networks(self):
+    """Every network's initial state and the run's keys, in one compiled call.
+
+    The collection key is the seed's; the training key draws the training
+    batches (and any sampling inside the losses' inputs). The acting
+    normaliser statistics start from the acting network's initial ones.
+    """
+    seed_key, self.train_key = supervised.initialize_together(
+        list(self._trainers.values()),
+        extra=(keys.seed_keys, (np.int32(self.task.seed), np.uint32(2))))
+    self._acting = ActingState(seed_key, jax.tree_util.tree_map(
+        jnp.asarray, dict(self._acting_trainer.model_state)))
+    self.networks_initialized()
+
+  def networks_initialized(self):
+    """Runs once the networks have their initial states (e.g. to copy a target network)."""
 
   # -- acting -----------------------------------------------------------------------
 
@@ -341,7 +364,7 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
 
     Args:
       trainer: the supervised Trainer whose network acts; its initial model
-        state starts the acting normaliser statistics.
+        state starts the acting normaliser statistics (initialize_networks).
       dist: the action distribution.
       output_fn: model output -> dist_inputs [B, L, k] (e.g. the policy head
         of a PolicyAndValue).
@@ -349,8 +372,6 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     self._act_dist = dist
     self._acting_trainer = trainer
     self.task.set_dist_inputs_size(dist.n_inputs)
-    self._acting = ActingState(self._acting.key,
-                               jax.tree_util.tree_map(jnp.asarray, dict(trainer.model_state)))
     pure = functools.partial(act, trainer.spec.apply_fn, dist, output_fn)
     self._act_pure = pure
     self._eval_acts = {}

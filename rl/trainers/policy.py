@@ -39,14 +39,18 @@ def example_observation(task):
 def build_trainer(task, model, optimizer, lr_schedule, loss_fn, batch_fn, loss_name,
                   example_inputs, inputs_fn=None, seed_offset=0, prepare_fn=None,
                   after_step=None, after_chunk=None):
-  """A supervised Trainer with the project's defaults (Adam, multifactor)."""
+  """A supervised Trainer with the project's defaults (Adam, multifactor).
+
+  Its initial state is made later, with the other networks' (RLTrainer's
+  initialize_networks).
+  """
   return Trainer(
       model=model, optimizer=optimizer or optimizers.Adam,
       lr_schedule=(lr_schedule or lr_schedules.multifactor)(),
       loss_fn=loss_fn, example_inputs=example_inputs, batch_fn=batch_fn,
       inputs_fn=inputs_fn or observation_input, seed=task.seed + seed_offset,
       loss_name=loss_name, prepare_fn=prepare_fn, after_step=after_step,
-      after_chunk=after_chunk)
+      after_chunk=after_chunk, initialize=False)  # RLTrainer.initialize_networks
 
 
 def observation_input(batch):

@@ -236,6 +236,9 @@ class ValueAgent(RLTrainer):
     self._trainers['value'] = self._value_trainer
     self.set_acting_model(self._value_trainer, self._dist,
                           output_fn=lambda q: q * self._value_scale)
+
+  def networks_initialized(self):
+    super().networks_initialized()
     # The target network as the last epoch left it (it can lag the online
     # network by up to sync_freq - 1 steps): checkpointed with the agent.
     self._extra = {'target': self._value_trainer.variables}
