@@ -16,7 +16,11 @@ operation) and still splits and folds keys with threefry, so derived
 streams stay independent. Its numbers are deterministic for a given JAX
 version on a given backend, which is what exact resume and the
 same-seed-same-numbers promise rely on; they may differ across JAX versions
-or backends.
+or backends. Under `jax.vmap` (rl.seeds trains many seeds that way, and
+gymnax steps its envs that way) RngBitGenerator draws every member's bits
+from the first member's key, each member getting its own block of that
+stream: the draws stay distinct, but a member's numbers depend on the batch
+it is in.
 """
 import jax
 import jax.numpy as jnp
