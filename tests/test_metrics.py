@@ -1,0 +1,48 @@
+"""MetricsWriter: metrics.jsonl and the TensorBoard event files read back."""
+import math
+import os
+import struct
+
+from rl.metrics import MetricsWriter
+from rl.metrics import read_metrics
+
+
+def events(folder):
+  """Every event of the event files in `folder`, in order (TFRecord framing, tensorboardX's protos)."""
+  from tensorboardX.proto.event_pb2 import Event  # pylint: disable=import-outside-toplevel
+  out = []
+  for name in sorted(os.listdir(folder)):
+    with open(os.path.join(folder, name), 'rb') as f:
+      data = f.read()
+    pos = 0
+    while pos < len(data):
+      (length,) = struct.unpack('<Q', data[pos:pos + 8])
+      pos += 12  # the length and its checksum
+      out.append(Event.FromString(data[pos:pos + length]))
+      pos += length + 4  # the data's checksum
+  return out
+
+
+def scalars(folder):
+  """{tag: {step: value}} of the events in `folder`."""
+  out = {}
+  for event in events(folder):
+    for value in event.summary.value:
+      out.setdefault(value.tag, {})[event.step] = value.simple_value
+  return out
+
+
+def test_each_scalar_reaches_its_tensorboard_folder_one_event_per_epoch(tmp_path):
+  writer = MetricsWriter(str(tmp_path), summary_dirs={'value': 'value_'})
+  for epoch in (1, 2):
+    writer.write({'epoch': epoch, 'env_steps': 256 * epoch, 'train_return': 10.0 * epoch,
+                  'policy_loss': -0.5, 'value_loss': 2.0 / epoch, 'eval_return': math.nan})
+  writer.close()
+  assert [r['epoch'] for r in read_metrics(tmp_path)] == [1, 2]
+  assert read_metrics(tmp_path)[0]['eval_return'] is None  # NaN: null in the JSON, no scalar
+  main, value = scalars(tmp_path / 'tensorboard'), scalars(tmp_path / 'value')
+  assert main == {'train_return': {1: 10.0, 2: 20.0}, 'policy_loss': {1: -0.5, 2: -0.5},
+                  'env_steps': {1: 256.0, 2: 512.0}}
+  assert value == {'value_loss': {1: 2.0, 2: 1.0}}
+  # All of an epoch's scalars of one folder travel in one event.
+  assert [e.step for e in events(tmp_path / 'tensorboard') if e.summary.value] == [1, 2]
