@@ -37,8 +37,7 @@ def seed_key(seed):
 
 
 @jax.jit
-def seed_keys(seed, data):
-  """`seed_and_folded` on arrays (int32 seed, uint32 data): traceable inside a caller's jit."""
+def _seed_and_folded(seed, data):
   key = jax.random.key(seed, impl=IMPL)
   return key, jax.random.fold_in(key, data)
 
@@ -50,7 +49,7 @@ def seed_and_folded(seed, data):
   data)`; made op by op, those compile half a dozen small programs at a run's
   start (a few tenths of a second on a cold cache).
   """
-  return seed_keys(np.int32(seed), np.uint32(data))
+  return _seed_and_folded(np.int32(seed), np.uint32(data))
 
 
 def to_data(key):

@@ -186,11 +186,8 @@ def evaluate_batch(spec, state, batch):
   return spec.loss_fn(output, batch)
 
 
-def initialize_together(trainers, extra=None):
+def initialize_together(trainers):
   """Sets each trainer's initial state, all made by one compiled call.
-
-  extra: an optional (fn, args) computed in the same call (e.g. the run's
-  keys); its result is returned.
 
   The whole state in one program: op by op, the initialisers (orthogonal's
   QR) cost seconds, and every optimizer-state leaf of a new shape would
@@ -199,14 +196,11 @@ def initialize_together(trainers, extra=None):
   per network (the fixed cost of a compilation is paid once).
   """
   calls = [trainer.initial_state_call for trainer in trainers]
-  extra_fn, extra_args = extra or (lambda: None, ())
 
-  def initial_states(args, extra_args):
-    return [fn(*a) for (fn, _), a in zip(calls, args)], extra_fn(*extra_args)
-  states, result = jax.jit(initial_states)([a for _, a in calls], extra_args)
-  for trainer, state in zip(trainers, states):
+  def initial_states(args):
+    return [fn(*a) for (fn, _), a in zip(calls, args)]
+  for trainer, state in zip(trainers, jax.jit(initial_states)([a for _, a in calls])):
     trainer.state = state
-  return result
 
 
 class Trainer:

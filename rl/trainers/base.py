@@ -203,8 +203,7 @@ class _BuiltAfterConfiguration(type):
   then `build_networks()` makes the networks, their supervised trainers and
   the jitted functions that read them, with the whole configuration in
   place, then `initialize_networks()` makes every network's initial state
-  (and the run's keys) in one compiled call. No constructor can see a
-  half-configured trainer.
+  in one compiled call. No constructor can see a half-configured trainer.
   """
 
   def __call__(cls, *args, **kwargs):
@@ -290,8 +289,11 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     self.epoch = 0
     self.history = []
     self._trainers = {}  # name -> supervised.Trainer, checkpointed together
-    # Made with the networks' initial states (initialize_networks).
-    self.train_key = self._acting = None
+    # The collection key is the seed's; the training key draws the training
+    # batches (and any sampling inside the losses' inputs). The acting
+    # normaliser statistics come with the networks (initialize_networks).
+    seed_key, self.train_key = keys.seed_and_folded(task.seed, 2)
+    self._acting = ActingState(seed_key, {})
     self._extra = {}
     # One compiled call trains every network of an epoch (see `update`).
     self._update = jax.jit(self.update)
@@ -341,16 +343,12 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     raise NotImplementedError(f'{type(self).__name__} is a base class, not a trainer')
 
   def initialize_networks(self):
-    """Every network's initial state and the run's keys, in one compiled call.
+    """Every network's initial state, in one compiled call; then networks_initialized.
 
-    The collection key is the seed's; the training key draws the training
-    batches (and any sampling inside the losses' inputs). The acting
-    normaliser statistics start from the acting network's initial ones.
+    The acting normaliser statistics start from the acting network's initial ones.
     """
-    seed_key, self.train_key = supervised.initialize_together(
-        list(self._trainers.values()),
-        extra=(keys.seed_keys, (np.int32(self.task.seed), np.uint32(2))))
-    self._acting = ActingState(seed_key, jax.tree_util.tree_map(
+    supervised.initialize_together(list(self._trainers.values()))
+    self._acting = ActingState(self._acting.key, jax.tree_util.tree_map(
         jnp.asarray, dict(self._acting_trainer.model_state)))
     self.networks_initialized()
 
