@@ -837,7 +837,7 @@ def exit_now():
   atexit._run_exitfuncs()  # pylint: disable=protected-access  (logging's flush among them)
   sys.stdout.flush()
   sys.stderr.flush()
-  os._exit(0)  # pylint: disable=protected-access
+  os._exit(0)
 
 
 def main_then_exit(argv):
