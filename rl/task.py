@@ -307,8 +307,10 @@ class RLTask:
   def _make_env(self, n_envs, training, video_folder=None):
     """A vector env of `n_envs` wrapped envs, and whether it reports game returns in its infos.
 
-    Training and eval envs differ only in the training-only wrappers (reward
-    clipping, episodes ending on a lost life); see rl.wrappers.
+    Training and eval envs differ in the training-only wrappers (reward
+    clipping, episodes ending on a lost life; see rl.wrappers), and eval envs
+    use the env's own vectorised implementation where it has one
+    (rl.envs.make_vector_env's `vectorized`; recorded or not, the same).
     """
     wrappers, game_returns = wrappers_lib.env_wrappers(
         self._atari, self.num_stacked_frames, training, self.time_limit)
@@ -316,7 +318,8 @@ class RLTask:
     # skip, so it counts agent steps as everything else here does.
     time_limit = None if self._atari is not None else self.time_limit
     env = envs_lib.make_vector_env(self.env_name, n_envs, self._env_kwargs, time_limit,
-                                   video_folder=video_folder, wrappers=wrappers)
+                                   video_folder=video_folder, wrappers=wrappers,
+                                   vectorized=not training)
     return env, game_returns
 
   def share_programs(self, other):
@@ -558,9 +561,11 @@ class RLTask:
   def evaluate(self, policy_fn, n_episodes, reset_seed, video_path=None):
     """Plays exactly `n_episodes` episodes on separate eval envs; returns their returns.
 
-    One env per episode, all stepping together: every episode starts from a
-    reset seeded by `reset_seed + i`, so an evaluation is reproducible on its
-    own (it touches none of the training envs or generators).
+    One env per episode, all stepping together, reset with `reset_seed`, so
+    an evaluation is reproducible on its own (it touches none of the training
+    envs or generators): copy i is seeded with `reset_seed + i`, or, for an
+    env with its own vectorised implementation (CartPole), every copy draws
+    from one generator seeded with `reset_seed`.
 
     With `video_path` the first episode (env 0) is also recorded to that mp4
     file, on fresh envs of its own; the returns are the same as without.

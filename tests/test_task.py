@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from conftest import ChainEnv
 
+from rl import envs as envs_lib
 from rl.errors import ConfigError
 from rl.task import RLTask
 
@@ -265,3 +266,23 @@ def test_resume_of_an_unpicklable_env_restarts_its_episodes_cleanly():
   # Episode returns count whole episodes only (1 + 2 + 3 + 4 + 5).
   stats = b.collect(constant_policy(), n_trajectories=2, epoch_id=3)
   assert all(r == 15 for r in stats['episode_returns'])
+
+
+def test_cartpole_evaluates_on_its_own_vectorised_env_and_trains_on_copies():
+  """Evaluation plays CartPole on gymnasium's CartPoleVectorEnv (one numpy step for all
+  episodes), reproducibly from its seed; training collection keeps one env per copy, whose
+  state a checkpoint saves."""
+  from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv  # pylint: disable=import-outside-toplevel
+  vectorized = envs_lib.make_vector_env('CartPole-v1', 3, vectorized=True)
+  assert isinstance(vectorized.unwrapped, CartPoleVectorEnv)
+  assert isinstance(envs_lib.make_vector_env('CartPole-v1', 3).unwrapped, gym.vector.SyncVectorEnv)
+  # A wrapper on every copy needs the copies one by one.
+  wrapped = envs_lib.make_vector_env('CartPole-v1', 3, vectorized=True,
+                                     wrappers=[gym.wrappers.RecordEpisodeStatistics])
+  assert isinstance(wrapped.unwrapped, gym.vector.SyncVectorEnv)
+  task = RLTask(env='CartPole-v1', n_envs=2)
+  policy = lambda obs: ((obs[:, 2] > 0).astype(np.int64), None)  # a poor balancing rule
+  first = task.evaluate(policy, n_episodes=4, reset_seed=7)
+  np.testing.assert_array_equal(first, task.evaluate(policy, n_episodes=4, reset_seed=7))
+  assert len(set(first.tolist())) > 1 and all(8 <= r <= 500 for r in first)
+  assert isinstance(task._eval_envs[4].unwrapped, CartPoleVectorEnv)  # pylint: disable=protected-access
