@@ -171,8 +171,7 @@ def make_vector_env(env_id, n_envs, env_kwargs=None, time_limit=None, video_fold
       frames or a missing video package.
   """
   check_env_id(env_id)
-  if vectorized and not wrappers and gym.spec(env_id).vector_entry_point is not None:
-    return _make_vectorized(env_id, n_envs, env_kwargs, time_limit, video_folder)
+  own = vectorized and not wrappers and gym.spec(env_id).vector_entry_point is not None
   if extra_for(env_id) == 'atari':
     _quiet_ale()
   kwargs = dict(env_kwargs or {})
@@ -183,11 +182,11 @@ def make_vector_env(env_id, n_envs, env_kwargs=None, time_limit=None, video_fold
     if modes is not None and 'rgb_array' not in modes:
       raise _cannot_record(env_id, modes)
     kwargs['render_mode'] = 'rgb_array'
+  mode = (dict(vectorization_mode='vector_entry_point') if own else
+          dict(vectorization_mode='sync', wrappers=list(wrappers),
+               vector_kwargs={'autoreset_mode': AutoresetMode.SAME_STEP}))
   try:
-    vector_env = gym.make_vec(
-        env_id, num_envs=n_envs, vectorization_mode='sync',
-        vector_kwargs={'autoreset_mode': AutoresetMode.SAME_STEP}, wrappers=list(wrappers),
-        **kwargs)
+    vector_env = gym.make_vec(env_id, num_envs=n_envs, **mode, **kwargs)
   except gym.error.DependencyNotInstalled as e:
     raise _missing_package(env_id, e) from None
   except TypeError as e:
@@ -200,6 +199,12 @@ def make_vector_env(env_id, n_envs, env_kwargs=None, time_limit=None, video_fold
   if video_folder is None:
     return vector_env
   try:
+    if own:
+      with video_errors(env_id):
+        # Copy 0's frames only; its first episode starts with the first reset.
+        return VectorRecordVideo(vector_env, video_folder, record_first_only=True,
+                                 episode_trigger=lambda episode: episode == 0,
+                                 name_prefix='eval', disable_logger=True)
     # Checked on the built env too: an entry point that is a function, not an
     # env class, declares its render modes only once called.
     if vector_env.envs[0].render_mode != 'rgb_array':
@@ -214,33 +219,6 @@ def make_vector_env(env_id, n_envs, env_kwargs=None, time_limit=None, video_fold
     vector_env.close()
     raise
   return vector_env
-
-
-def _make_vectorized(env_id, n_envs, env_kwargs, time_limit, video_folder):
-  """make_vector_env's env built from its vector_entry_point (see there)."""
-  kwargs = dict(env_kwargs or {})
-  if time_limit is not None:
-    kwargs['max_episode_steps'] = int(time_limit)
-  if video_folder is not None:
-    kwargs['render_mode'] = 'rgb_array'
-  try:
-    vector_env = gym.make_vec(env_id, num_envs=n_envs, vectorization_mode='vector_entry_point',
-                              **kwargs)
-  except TypeError as e:
-    raise ConfigError(
-        f"cannot build {env_id!r} with RLTask.env_kwargs={env_kwargs!r}: {e}. "
-        "Fix or remove the offending env kwarg.") from None
-  if video_folder is None:
-    return vector_env
-  try:
-    with video_errors(env_id):
-      # Copy 0's frames only; its first episode starts with the first reset.
-      return VectorRecordVideo(vector_env, video_folder, record_first_only=True,
-                               episode_trigger=lambda episode: episode == 0,
-                               name_prefix='eval', disable_logger=True)
-  except BaseException:
-    vector_env.close()
-    raise
 
 
 def _missing_package(env_id, error):
