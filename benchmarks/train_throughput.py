@@ -151,11 +151,11 @@ def floor_inputs(trainer, fit):
   spec = supervised.spec
   keys = jax.random.split(rl_keys.seed_key(0), fit.n_steps)
   if isinstance(trainer, ValueAgent):
-    replay, cdf = fit.data
+    replay, table = fit.data
     sample = functools.partial(
         slices.sample, batch_size=trainer._value_batch_size,  # pylint: disable=protected-access
         window=trainer._max_slice_length, margin=trainer._margin,  # pylint: disable=protected-access
-        cdf=cdf)
+        table=table)
     fields = jax.jit(jax.vmap(sample, in_axes=(None, 0)))(replay, keys)
     target = fit.carry
     return fields, lambda fields, variables: trainer.td_batch(fields, target, variables)

@@ -88,18 +88,27 @@ def _reverse_scan(step, init, xs):
   return ys.T
 
 
-def _estimator(core, margin, **params):
+def _estimator(core, margin, every_row_core=None, **params):
   """Binds an estimator's configuration to its jitted core.
 
   The cores are jitted once at module level with only `margin` static, so
   every (gamma, lambda_) setting shares one compiled program per input shape,
   and eager callers (e.g. the task on numpy arrays) avoid op-by-op dispatch.
   Under an outer jax.jit the inner jit is simply inlined.
+
+  An estimator that can also give the advantage of every stored row at once
+  (the one a slice starting at that row would get) carries that form as its
+  `every_row` attribute:
+  every_row(rewards, values, dones, mask, follows) -> [N], on [N] rows laid
+  out trajectory after trajectory, where follows[t] says that row t + 1
+  belongs to row t's trajectory.
   """
 
   def estimator(rewards, returns, values, dones, mask):
     return core(rewards, returns, values, dones, mask, margin=margin, **params)
 
+  if every_row_core is not None:
+    estimator.every_row = functools.partial(every_row_core, margin=margin, **params)
   return estimator
 
 
@@ -171,6 +180,51 @@ def _gae_core(rewards, returns, values, dones, mask, gamma, lambda_, margin):
   return _trim(a * mask, margin)
 
 
+def _shifted(x, k):
+  """x[t + k] at every t, zeros past the end."""
+  return jnp.concatenate([x[k:], jnp.zeros((k,) + x.shape[1:], x.dtype)])
+
+
+@functools.partial(jax.jit, static_argnames=("margin",))
+def _gae_every_row_core(rewards, values, dones, mask, follows, gamma, lambda_, margin):
+  """Every row's GAE over the `margin` steps that start at it (see `_estimator`).
+
+  The advantage of row t is sum_k (prod_{j<k} c[t + j]) delta[t + k] over
+  k < margin, with the TD residuals delta and the coefficients c = gamma *
+  lambda * (1 - done) * (mask of the next row) that `_gae_core`'s backward
+  scan uses on a slice of margin + 1 rows starting at t. Rather than a scan
+  per row (margin steps over every row), windows of 1, 2, 4, ... rows are
+  merged pairwise, the sums and coefficient products of the halves combined
+  as (s1 + p1 * s2, p1 * p2), and the binary digits of `margin` pick the
+  windows that make up each row's: log2(margin) vectorised rounds. A window
+  never reaches past its trajectory's end: there the next row's mask, hence
+  the product, is zero.
+  """
+  # As one [1, N] slice for _as_arrays' checks and dtypes.
+  rewards, _, values, dones, mask = (x[0] for x in _as_arrays(
+      *(jnp.asarray(x)[None] for x in (rewards, rewards, values, dones, mask))))
+  follows = jnp.asarray(follows, bool)
+  next_value = jnp.where(follows, _shifted(values, 1), 0.0)
+  next_mask = jnp.where(follows, _shifted(mask, 1), 0.0)
+  not_done = 1.0 - dones
+  deltas = rewards + gamma * not_done * next_value - values
+  coeffs = gamma * lambda_ * not_done * next_mask
+  total, product, covered = jnp.zeros_like(deltas), jnp.ones_like(deltas), 0
+  span_sum, span_product, span = deltas, coeffs, 1
+  remaining = margin
+  while remaining:
+    if remaining & 1:
+      total = total + product * _shifted(span_sum, covered)
+      product = product * _shifted(span_product, covered)
+      covered += span
+    remaining >>= 1
+    if remaining:
+      span_sum = span_sum + span_product * _shifted(span_sum, span)
+      span_product = span_product * _shifted(span_product, span)
+      span *= 2
+  return total * mask
+
+
 @gin.configurable("monte_carlo")
 def monte_carlo(gamma, margin):
   """A_t = G_t - V_t with the stored (non-bootstrapped) returns; gamma is unused."""
@@ -193,7 +247,8 @@ def td_lambda(gamma, margin, lambda_=0.95):
 @gin.configurable("gae")
 def gae(gamma, margin, lambda_=0.95):
   """Generalised advantage estimation; equals td_lambda with the same lambda_."""
-  return _estimator(_gae_core, _check_margin(margin), gamma=gamma, lambda_=lambda_)
+  return _estimator(_gae_core, _check_margin(margin), _gae_every_row_core, gamma=gamma,
+                    lambda_=lambda_)
 
 
 def discounted_returns(rewards, dones, gamma):

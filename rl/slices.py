@@ -20,7 +20,7 @@ indices of its observation's frames, and every gather of rows rebuilds
 their observations (`observations`, and `sample` for its slices).
 """
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import flax.struct
 import jax
@@ -197,12 +197,39 @@ def search_method(table_size, n_draws):
   return 'compare_all' if table_size * n_draws <= COMPARE_ALL_LIMIT else 'scan'
 
 
+class DrawTable(NamedTuple):
+  """The trajectory of every slice number, for `sample(..., table=...)`.
+
+  Slices are numbered trajectory after trajectory; drawing a number
+  uniformly below `total` and looking its trajectory up is `sample`'s draw
+  in proportion to the slice counts, with one gather where the search of
+  the cumulative counts takes a loop of them (log2 of the trajectories).
+  """
+  total: jax.Array  # slices in all
+  trajectory: jax.Array  # [capacity] the trajectory of slice d, for d < total
+
+
 def draw_table(data, window=None, margin=0):
-  """The cumulative slice counts of the trajectories, for `sample(..., cdf=...)` (pure)."""
-  return jnp.cumsum(_slice_counts(data.traj_rows, window, margin))
+  """The DrawTable of `data`'s slices of `window` rows (None: whole trajectories); pure.
+
+  Made once for the many batches drawn from the same data: it costs a pass
+  over the capacity, about what a few batches' searches cost.
+  """
+  if window is not None and margin >= window:
+    raise ValueError(f'a slice of {window} rows must train at least one: margin {margin} '
+                     f'must be below the window.')
+  cdf = jnp.cumsum(_slice_counts(data.traj_rows, window, margin))
+  # Slice d belongs to the first trajectory whose cumulative count exceeds
+  # d, i.e. to trajectory #{i: cdf[i] <= d}: mark every cumulative count and
+  # add the marks up. A trajectory of R rows has at most R slices (margin <
+  # window), so the numbers stay below the row capacity.
+  size = data.row_end.shape[0]
+  marks = jnp.zeros(size, jnp.int32).at[cdf].add(1, mode='drop')
+  return DrawTable(cdf[-1], jnp.cumsum(marks))
 
 
-def sample(data, key, batch_size, window=None, length=None, margin=0, uniform=False, cdf=None):
+def sample(data, key, batch_size, window=None, length=None, margin=0, uniform=False,
+           table=None):
   """A dict field -> [batch_size, length, ...] of random slices (pure; jit-able).
 
   Args:
@@ -214,9 +241,9 @@ def sample(data, key, batch_size, window=None, length=None, margin=0, uniform=Fa
     length: rows the slices are padded to (>= window); None: the window.
     margin: rows after the trained positions that only bootstrap.
     uniform: draw trajectories uniformly instead of by their slice counts.
-    cdf: `draw_table(data, window, margin)`, computed once for many draws
-      (a replay's trajectory table is long, and its cumulative sum would
-      otherwise be recomputed for every batch); None computes it here.
+    table: `draw_table(data, window, margin)`, made once for many draws; None
+      searches the cumulative slice counts instead (the same slices, for a
+      one-off batch).
   """
   rows = data.traj_rows
   slice_window = window  # None: whole trajectories
@@ -227,8 +254,11 @@ def sample(data, key, batch_size, window=None, length=None, margin=0, uniform=Fa
   if uniform:
     n_real = jnp.maximum(jnp.sum(rows > 0), 1)
     traj = jax.random.randint(traj_key, (batch_size,), 0, n_real)
+  elif table is not None:
+    draw = jax.random.randint(traj_key, (batch_size,), 0, jnp.maximum(table.total, 1))
+    traj = table.trajectory[draw]
   else:
-    cdf = draw_table(data, slice_window, margin) if cdf is None else cdf
+    cdf = jnp.cumsum(_slice_counts(rows, slice_window, margin))
     draw = jax.random.randint(traj_key, (batch_size,), 0, jnp.maximum(cdf[-1], 1))
     traj = jnp.searchsorted(cdf, draw, side='right',
                             method=search_method(cdf.shape[0], batch_size))

@@ -532,3 +532,25 @@ def test_value_summaries_live_in_output_dir_value(tmp_path):
   run_lib.execute([config], ['train_rl.n_epochs = 1', 'RLTask.n_envs = 2',
                              'MLP.layer_widths = (8,)'], str(out))
   assert os.listdir(out / 'value') and os.listdir(out / 'tensorboard')
+
+
+def test_windowed_advantages_take_the_estimators_every_row_form():
+  """With GAE, every stored row's advantage comes from `every_row`, not from
+  [capacity, margin + 1] windows; both give the same numbers, padding included."""
+  from rl import slices  # pylint: disable=import-outside-toplevel
+  from rl.trainers.actor_critic import windowed_advantages  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(0)
+  lengths = [5, 1, 9, 3]  # steps; each trajectory also has its final-observation row
+  n = sum(lengths) + len(lengths)
+  mask = np.concatenate([np.r_[np.ones(k, np.float32), 0.0] for k in lengths])
+  dones = np.concatenate([np.r_[np.zeros(k - 1, np.float32), 1.0, 0.0] for k in lengths])
+  rows = {'reward': rng.normal(size=n).astype(np.float32), 'done': dones, 'mask': mask,
+          'return_': rng.normal(size=n).astype(np.float32)}
+  starts = np.cumsum([0] + [k + 1 for k in lengths[:-1]]).astype(np.int32)
+  data = slices.pad(rows, starts, np.array([k + 1 for k in lengths], np.int32))
+  values = jnp.asarray(rng.normal(size=data.row_end.shape[0]).astype(np.float32))
+  estimator = advantages.gae(0.99, 4, 0.9)
+  assert hasattr(estimator, 'every_row')
+  windowed = lambda *args: estimator(*args)  # noqa: E731  (the same estimator, windows only)
+  np.testing.assert_allclose(windowed_advantages(data, values, estimator, 4),
+                             windowed_advantages(data, values, windowed, 4), atol=1e-5)

@@ -165,7 +165,7 @@ def test_per_chunk_advantages_and_targets_by_hand():
   data, table = trainer.prepare_joint_data(hand_slices(), jax.random.PRNGKey(0),
                                            joint.variables)
   # Three steps to draw from (the final observation is no step of its own).
-  assert int(np.asarray(table)[-1]) == 3
+  assert int(table.total) == 3
   # A_t = d_t + 0.5 d_{t+1} over the two steps ahead, stopping at the termination:
   # A_0 = 1 + 0.5 * 2 = 2, A_1 = 2 + 0.5 * 3 = 3.5, A_2 = 3; the final observation gets 0.
   np.testing.assert_allclose(np.asarray(data.rows['advantage'])[:4], [2.0, 3.5, 3.0, 0.0])

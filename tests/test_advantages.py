@@ -110,6 +110,56 @@ def random_slices(seed, batch=8, length=12):
   return rewards, returns, values, dones, mask
 
 
+def test_gae_every_row_by_hand():
+  # Two trajectories laid out one after the other, gamma 0.9, lambda 0.5, margin 2:
+  #   A: three steps cut by the time limit, then its final observation (mask 0);
+  #   B: one step that terminates, then its final observation.
+  # A's TD residuals: 1 + 0.9 * 0.4 - 0.5 = 0.86, 1 + 0.9 * 0.3 - 0.4 = 0.87,
+  # 1 + 0.9 * 0.2 - 0.3 = 0.88 (the final observation's value bootstraps); the
+  # coefficient gamma * lambda = 0.45, and 0 past A's last step. So
+  #   A0 = 0.86 + 0.45 * 0.87 = 1.2515, A1 = 0.87 + 0.45 * 0.88 = 1.266,
+  #   A2 = 0.88 (its window ends in the final row), final row 0;
+  #   B0 = 2 + 0.9 * 0 * 5 - 1 = 1 (terminated: B's final value 5 is ignored).
+  rewards = np.array([1, 1, 1, 0, 2, 0], np.float32)
+  values = np.array([0.5, 0.4, 0.3, 0.2, 1.0, 5.0], np.float32)
+  dones = np.array([0, 0, 0, 0, 1, 0], np.float32)
+  mask = np.array([1, 1, 1, 0, 1, 0], np.float32)
+  follows = np.array([1, 1, 1, 0, 1, 0], bool)  # row t + 1 is in row t's trajectory
+  a = gae(0.9, 2, 0.5).every_row(rewards, values, dones, mask, follows)
+  np.testing.assert_allclose(a, [1.2515, 1.266, 0.88, 0, 1, 0], atol=1e-6)
+
+
+@pytest.mark.parametrize("margin", [0, 1, 2, 3, 5, 16])
+def test_gae_every_row_is_the_estimator_on_each_rows_slice(margin):
+  """`every_row` gives each row the advantage `gae` gives a slice of margin + 1 rows
+  starting there (zeros past its trajectory's end), for any margin, power of two or not."""
+  rng = np.random.default_rng(margin)
+  lengths = rng.integers(1, 12, size=9)  # steps per trajectory, each + a final row
+  rows = int(np.sum(lengths + 1))
+  rewards = rng.normal(size=rows).astype(np.float32)
+  values = rng.normal(size=rows).astype(np.float32)
+  dones = np.zeros(rows, np.float32)
+  mask = np.ones(rows, np.float32)
+  row_end = np.zeros(rows, np.int64)
+  start = 0
+  for n in lengths:
+    end = start + n + 1
+    mask[end - 1] = 0.0
+    dones[end - 2] = float(rng.random() < 0.5)  # terminated, else cut
+    row_end[start:end] = end
+    start = end
+  width = margin + 1
+  index = np.arange(rows)[:, None] + np.arange(width)[None, :]
+  valid = index < row_end[:, None]
+  window = [np.where(valid, x[np.minimum(index, rows - 1)], 0.0).astype(np.float32)
+            for x in (rewards, rewards, values, dones, mask)]
+  estimator = gae(0.97, margin, 0.9)
+  expected = np.asarray(estimator(*window))[:, 0]
+  follows = np.arange(1, rows + 1) < row_end
+  np.testing.assert_allclose(estimator.every_row(rewards, values, dones, mask, follows),
+                             expected, atol=1e-5)
+
+
 @pytest.mark.parametrize("lambda_", [0.0, 0.5, 0.95, 1.0])
 def test_gae_equals_td_lambda(lambda_):
   inputs = random_slices(0)

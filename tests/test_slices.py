@@ -189,9 +189,11 @@ def test_a_precomputed_draw_table_draws_the_same_slices(window, margin):
   key = jax.random.PRNGKey(3)
   table = slices.draw_table(data, window, margin)
   counts = [1] * 4 if window is None else [max(1, r + margin - window) for r in (3, 6, 2, 4)]
-  np.testing.assert_array_equal(table[:4], np.cumsum(counts))
-  assert int(table[-1]) == sum(counts)  # padding trajectories add no slices
-  given = slices.sample(data, key, 64, window, margin=margin, cdf=table)
+  assert int(table.total) == sum(counts)  # padding trajectories add no slices
+  # Slice numbers 0..total - 1, trajectory after trajectory.
+  np.testing.assert_array_equal(table.trajectory[:sum(counts)],
+                                np.repeat(np.arange(4), counts))
+  given = slices.sample(data, key, 64, window, margin=margin, table=table)
   computed = slices.sample(data, key, 64, window, margin=margin)
   for name in computed:
     np.testing.assert_array_equal(given[name], computed[name])
@@ -212,3 +214,8 @@ def test_a_short_table_is_searched_all_at_once_with_the_binary_search_s_answers(
   assert len(set(np.asarray(fast['traj'][:, 0]).tolist())) >= 4  # several trajectories drawn
   for name, values in binary.items():
     np.testing.assert_array_equal(np.asarray(values), np.asarray(fast[name]))
+
+
+def test_a_draw_table_needs_slices_that_train_a_row():
+  with pytest.raises(ValueError, match='margin 3 must be below the window'):
+    slices.draw_table(padded(STEPS), 3, 3)

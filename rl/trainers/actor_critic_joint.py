@@ -153,8 +153,8 @@ class ActorCriticJointTrainer(RLTrainer):
     per chunk, a JointBatch [B, L] of the trained steps with their advantages."""
     del carry, variables
     if self._per_chunk:
-      data, cdf = data
-      fields = slices.sample(data, key, self._batch_size, self._max_slice_length, cdf=cdf)
+      data, table = data
+      fields = slices.sample(data, key, self._batch_size, self._max_slice_length, table=table)
       return batches.JointBatch(fields['observation'], fields['action'], fields['advantage'],
                                 fields['value_target'], fields['dist_inputs'], fields['mask'])
     fields = slices.sample(data, key, self._batch_size, self._max_slice_length + self._margin,

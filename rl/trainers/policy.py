@@ -11,6 +11,7 @@ import numpy as np
 
 from rl import distributions
 from rl import models
+from rl import slices
 from rl.errors import ConfigError
 from rl.supervised import lr_schedules
 from rl.supervised import optimizers
@@ -114,12 +115,26 @@ class PolicyTrainer(RLTrainer):
     self.set_acting_model(self._policy_trainer, self._policy_dist)
 
   def prepare_policy_data(self, data, key, carry):
+    """(the SliceData with `policy_rows`' per-row work, its slices.DrawTable), per chunk (pure).
+
+    The policy batches of the chunk are drawn from these (`draw_policy_slices`).
+    """
+    data = self.policy_rows(data, key, carry)
+    return data, slices.draw_table(data, self._max_slice_length)
+
+  def policy_rows(self, data, key, carry):
     """Per-row work on the epoch's SliceData before the policy steps (pure; none here)."""
     del key, carry
     return data
 
+  def draw_policy_slices(self, data, key):
+    """A dict of [policy_batch_size, max_slice_length] fields from prepared `data` (pure)."""
+    data, table = data
+    return slices.sample(data, key, self._policy_batch_size, self._max_slice_length,
+                         table=table)
+
   def policy_batch(self, data, key, carry, variables):
-    """One policy batch drawn on the device from the epoch's SliceData (pure)."""
+    """One policy batch drawn on the device from the prepared data (pure)."""
     raise NotImplementedError
 
   def policy_loss(self, dist_inputs, batch):

@@ -1,7 +1,6 @@
 """PolicyGradientTrainer: REINFORCE with batch-normalised returns."""
 import gin
 
-from rl import slices
 from rl.trainers import losses
 from rl.trainers.batches import ReturnsBatch
 from rl.trainers.base import check_backend
@@ -47,7 +46,7 @@ class PolicyGradientTrainer(PolicyTrainer):
 
   def policy_batch(self, data, key, carry, variables):
     del carry, variables
-    fields = slices.sample(data, key, self._policy_batch_size, self._max_slice_length)
+    fields = self.draw_policy_slices(data, key)
     return ReturnsBatch(fields['observation'], fields['action'], fields['return_'],
                         fields['mask'])
 

@@ -279,9 +279,9 @@ class ValueAgent(RLTrainer):
     start positions (rows + margin - max_slice_length = T): every real step,
     the last (terminal or truncated) one included, is trained.
     """
-    data, cdf = data
+    data, table = data
     fields = slices.sample(data, key, self._value_batch_size, self._max_slice_length,
-                           margin=self._margin, cdf=cdf)
+                           margin=self._margin, table=table)
     return self.td_batch(fields, target, variables)
 
   def td_batch(self, fields, target, variables):
