@@ -182,21 +182,6 @@ def _slice_counts(traj_rows, window, margin):
   return jnp.where(real, jnp.maximum(1, traj_rows + margin - window), 0)
 
 
-# Comparisons one batch's trajectory search may make all at once. jnp's
-# default binary search is a loop, and inside a scan of gradient steps each
-# of its iterations is a separate small kernel on CPU; comparing every draw
-# with every entry of a tiny table is one fused kernel and gives the same
-# indices. Past a few thousand comparisons the loop wins again (an on-policy
-# epoch's 256-entry table and 256 draws: PPO's CartPole epoch trains ~5%
-# faster with the binary search), so only tiny tables compare all.
-COMPARE_ALL_LIMIT = 2**12
-
-
-def search_method(table_size, n_draws):
-  """jnp.searchsorted's method for `n_draws` draws from a table of `table_size` entries."""
-  return 'compare_all' if table_size * n_draws <= COMPARE_ALL_LIMIT else 'scan'
-
-
 class DrawTable(NamedTuple):
   """The trajectory of every slice number, for `sample(..., table=...)`.
 
@@ -241,9 +226,8 @@ def sample(data, key, batch_size, window=None, length=None, margin=0, uniform=Fa
     length: rows the slices are padded to (>= window); None: the window.
     margin: rows after the trained positions that only bootstrap.
     uniform: draw trajectories uniformly instead of by their slice counts.
-    table: `draw_table(data, window, margin)`, made once for many draws; None
-      searches the cumulative slice counts instead (the same slices, for a
-      one-off batch).
+    table: `draw_table(data, window, margin)`, made once for the many batches
+      drawn from the same data; None makes it here (a one-off batch).
   """
   rows = data.traj_rows
   slice_window = window  # None: whole trajectories
@@ -254,14 +238,10 @@ def sample(data, key, batch_size, window=None, length=None, margin=0, uniform=Fa
   if uniform:
     n_real = jnp.maximum(jnp.sum(rows > 0), 1)
     traj = jax.random.randint(traj_key, (batch_size,), 0, n_real)
-  elif table is not None:
+  else:
+    table = draw_table(data, slice_window, margin) if table is None else table
     draw = jax.random.randint(traj_key, (batch_size,), 0, jnp.maximum(table.total, 1))
     traj = table.trajectory[draw]
-  else:
-    cdf = jnp.cumsum(_slice_counts(rows, slice_window, margin))
-    draw = jax.random.randint(traj_key, (batch_size,), 0, jnp.maximum(cdf[-1], 1))
-    traj = jnp.searchsorted(cdf, draw, side='right',
-                            method=search_method(cdf.shape[0], batch_size))
   n_slices = _slice_counts(rows[traj], slice_window, margin)
   start = jnp.floor(jax.random.uniform(start_key, (batch_size,)) * n_slices)
   start = start.astype(jnp.int32)

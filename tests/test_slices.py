@@ -199,21 +199,18 @@ def test_a_precomputed_draw_table_draws_the_same_slices(window, margin):
     np.testing.assert_array_equal(given[name], computed[name])
 
 
-def test_a_short_table_is_searched_all_at_once_with_the_binary_search_s_answers(monkeypatch):
-  """The trajectory search compares all at once on short tables, and that draws what the
-  binary search over the same table draws (ties from trajectories with no slices included)."""
-  assert slices.search_method(32, 128) == 'compare_all'
-  assert slices.search_method(512, 128) == 'scan'
-  data = padded(STEPS + [0, 5])  # a 1-row trajectory has no slice of 3: a repeated table entry
-  key = jax.random.PRNGKey(5)
-  # Traced afresh each time (not through sample_jit's cache): the method is chosen at trace time.
-  fast = jax.jit(lambda d, k: slices.sample(d, k, 16, 3, margin=1))(data, key)
-  monkeypatch.setattr(slices, 'COMPARE_ALL_LIMIT', 0)  # the binary search everywhere
-  assert slices.search_method(2, 1) == 'scan'
-  binary = jax.jit(lambda d, k: slices.sample(d, k, 16, 3, margin=1))(data, key)
-  assert len(set(np.asarray(fast['traj'][:, 0]).tolist())) >= 4  # several trajectories drawn
-  for name, values in binary.items():
-    np.testing.assert_array_equal(np.asarray(values), np.asarray(fast[name]))
+def test_a_draw_tables_trajectories_are_those_the_cumulative_counts_give():
+  """Slice number d belongs to the first trajectory whose cumulative slice count exceeds d,
+  with trajectories that have no slice (padding) skipped over."""
+  data = padded(STEPS + [1, 5])  # a 2-row trajectory has one slice of 3 with margin 1
+  table = slices.draw_table(data, 3, 1)
+  counts = np.where(np.asarray(data.traj_rows) > 0,
+                    np.maximum(1, np.asarray(data.traj_rows) + 1 - 3), 0)
+  cdf = np.cumsum(counts)
+  total = int(table.total)
+  assert total == cdf[-1] == sum(max(1, n + 1 + 1 - 3) for n in STEPS + [1, 5])
+  np.testing.assert_array_equal(np.asarray(table.trajectory)[:total],
+                                np.searchsorted(cdf, np.arange(total), side='right'))
 
 
 def test_a_draw_table_needs_slices_that_train_a_row():

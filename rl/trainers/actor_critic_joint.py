@@ -150,15 +150,17 @@ class ActorCriticJointTrainer(RLTrainer):
 
   def joint_batch(self, data, key, carry, variables):
     """Slices of max_slice_length trained steps plus the margin: a task Batch [B, L + margin];
-    per chunk, a JointBatch [B, L] of the trained steps with their advantages."""
+    per chunk, a JointBatch [B, L] of the trained steps with their advantages. `data` is
+    (the SliceData, its slices.DrawTable)."""
     del carry, variables
     if self._per_chunk:
       data, table = data
       fields = slices.sample(data, key, self._batch_size, self._max_slice_length, table=table)
       return batches.JointBatch(fields['observation'], fields['action'], fields['advantage'],
                                 fields['value_target'], fields['dist_inputs'], fields['mask'])
+    data, table = data
     fields = slices.sample(data, key, self._batch_size, self._max_slice_length + self._margin,
-                           margin=self._margin)
+                           margin=self._margin, table=table)
     return Batch(**fields)
 
   def _terms(self, outputs, batch):
@@ -224,8 +226,14 @@ class ActorCriticJointTrainer(RLTrainer):
 
   def update(self, state, data):
     state = self.with_acting_statistics(state, 'joint')
-    carry = variables_of(state.nets['joint']) if self._per_chunk else None
-    state, result, _ = self.fit(state, 'joint', data['joint'], self._train_steps, self._evals,
+    data = data['joint']
+    if self._per_chunk:
+      carry = variables_of(state.nets['joint'])  # prepare_joint_data makes the draw table
+    else:
+      carry = None
+      window = self._max_slice_length + self._margin
+      data = (data, slices.draw_table(data, window, self._margin))
+    state, result, _ = self.fit(state, 'joint', data, self._train_steps, self._evals,
                                 self._eval_steps, carry=carry)
     return state, {'joint': result}, {}
 
