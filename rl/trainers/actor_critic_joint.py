@@ -153,12 +153,11 @@ class ActorCriticJointTrainer(RLTrainer):
     per chunk, a JointBatch [B, L] of the trained steps with their advantages. `data` is
     (the SliceData, its slices.DrawTable)."""
     del carry, variables
+    data, table = data
     if self._per_chunk:
-      data, table = data
       fields = slices.sample(data, key, self._batch_size, self._max_slice_length, table=table)
       return batches.JointBatch(fields['observation'], fields['action'], fields['advantage'],
                                 fields['value_target'], fields['dist_inputs'], fields['mask'])
-    data, table = data
     fields = slices.sample(data, key, self._batch_size, self._max_slice_length + self._margin,
                            margin=self._margin, table=table)
     return Batch(**fields)
