@@ -73,7 +73,7 @@ class EpochResult(NamedTuple):
   metrics: dict  # name -> scalar: the last chunk's metrics
   learning_rate: jax.Array  # of the last step taken
   step: jax.Array  # optimizer steps after the epoch
-  loss_after: jax.Array  # a batch's loss under the epoch's final weights
+  loss_after: jax.Array  # the last batch's loss under the epoch's final weights
 
 
 def variables_of(state):
@@ -115,7 +115,7 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
     return spec.loss_fn(output, batch)
 
   def train_step(data, loop, given):
-    state, key, carry = loop
+    state, key, carry, _ = loop
     key, batch = draw(data, key, carry, variables_of(state), given)
     (value, metrics), grads = jax.value_and_grad(loss, has_aux=True)(
         state['params'], state['model_state'], batch)
@@ -124,7 +124,7 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
     state = dict(state, params=params, opt_state=opt_state, step=state['step'] + 1)
     if spec.after_step is not None:
       carry = spec.after_step(carry, variables_of(state), state['step'])
-    return (state, key, carry), (value, optax.tree.norm(grads), metrics)
+    return (state, key, carry, batch), (value, optax.tree.norm(grads), metrics)
 
   def eval_step(data, loop, given):
     key, carry, state = loop
@@ -139,8 +139,14 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
     if spec.prepare_fn is not None:
       key, prepare_key = jax.random.split(key)
       chunk_data = spec.prepare_fn(data, prepare_key, carry)
-    (state, key, carry), (values, norms, metrics) = jax.lax.scan(
-        functools.partial(train_step, chunk_data), (state, key, carry), train_given,
+    # The step's batch rides along, so the last one can be checked afterwards.
+    template = jax.eval_shape(
+        lambda: draw(chunk_data, key, carry, variables_of(state),
+                     None if train_given is None else
+                     jax.tree_util.tree_map(lambda x: x[0], train_given))[1])
+    empty = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), template)
+    (state, key, carry, last_batch), (values, norms, metrics) = jax.lax.scan(
+        functools.partial(train_step, chunk_data), (state, key, carry, empty), train_given,
         length=steps_per_chunk)
     # The metrics of the chunk's own batches, from the gradient pass...
     metrics = (jax.tree_util.tree_map(lambda m: jnp.mean(m, axis=0), metrics)
@@ -151,18 +157,12 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
           functools.partial(eval_step, chunk_data), (key, carry, state), eval_given,
           length=n_eval_steps)
       metrics = jax.tree_util.tree_map(lambda m: jnp.mean(m, axis=0), metrics)
-    # A batch's loss under the weights the chunk's last update made: an update
-    # that took the weights somewhere the loss is NaN stops the run now, not
-    # an epoch (and maybe a checkpoint of those weights) later. The batch is
-    # drawn afresh with the loop's final key, which stays where it is
-    # (training draws nothing from this draw): checking the last step's own
-    # batch instead made every step copy its batch into the loop's carry.
-    check_given = None if train_given is None else jax.tree_util.tree_map(
-        lambda x: x[-1], train_given)
-    _, check_batch = draw(chunk_data, key, carry, variables_of(state), check_given)
-    after, _ = loss(state['params'], state['model_state'], check_batch)
     if spec.after_chunk is not None:
       carry = spec.after_chunk(carry, variables_of(state))
+    # The loss of the last batch under the weights its step made: an update
+    # that took the weights somewhere the loss is NaN stops the run now, not
+    # an epoch (and maybe a checkpoint of those weights) later.
+    after, _ = loss(state['params'], state['model_state'], last_batch)
     return (state, key, carry), (values, norms, metrics, after)
 
   if n_chunks == 1:
