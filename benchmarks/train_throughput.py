@@ -19,7 +19,6 @@ the arithmetic of its updates; the last line is the smallest ratio.
 Usage: python benchmarks/train_throughput.py [--repeats 30] [--trainers ppo,dqn,ppo_joint]
 """
 import argparse
-import functools
 import os
 import statistics
 import sys
@@ -34,9 +33,7 @@ import optax  # noqa: E402
 
 from rl import run as run_lib  # noqa: E402,F401  (registers the configurables)
 from rl import keys as rl_keys  # noqa: E402
-from rl import slices  # noqa: E402
 from rl.task import RLTask  # noqa: E402
-from rl.trainers.value import ValueAgent  # noqa: E402
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           'configs')
@@ -138,32 +135,33 @@ def recorded_fits(trainer):
 def floor_inputs(trainer, fit):
   """(fit.n_steps stacked inputs, per-step batch function) of one network's floor.
 
-  The inputs are drawn beforehand exactly as the epoch draws them, one per
-  step, so the floor does every step's own arithmetic (nothing about a step
-  is loop-invariant for the compiler to hoist) but none of the drawing. It
-  keeps what every implementation of the algorithm does per gradient step:
-  DQN's TD targets come from the target network on each step's
-  transitions, so its floor computes them from the drawn transitions; PPO's
-  advantages are computed once per rollout (here: once per epoch, in the
-  trainer's preparation), so its floor trains on drawn batches.
+  The slices are drawn and gathered beforehand exactly as the epoch draws
+  them, one draw per step with that step's key, so the floor does every
+  step's own arithmetic (nothing about a step is loop-invariant for the
+  compiler to hoist) but none of the drawing. It keeps what every
+  implementation of the algorithm does per gradient step: the batch made
+  from the slices' rows (DQN's TD targets come from the target network on
+  each step's transitions); PPO's advantages are computed once per rollout
+  (here: once per epoch, in the trainer's preparation).
   """
-  supervised = trainer._trainers[fit.name]  # pylint: disable=protected-access
-  spec = supervised.spec
-  keys = jax.random.split(rl_keys.seed_key(0), fit.n_steps)
-  if isinstance(trainer, ValueAgent):
-    replay, table = fit.data
-    sample = functools.partial(
-        slices.sample, batch_size=trainer._value_batch_size,  # pylint: disable=protected-access
-        window=trainer._max_slice_length, margin=trainer._margin,  # pylint: disable=protected-access
-        table=table)
-    fields = jax.jit(jax.vmap(sample, in_axes=(None, 0)))(replay, keys)
-    target = fit.carry
-    return fields, lambda fields, variables: trainer.td_batch(fields, target, variables)
+  spec = trainer._trainers[fit.name].spec  # pylint: disable=protected-access
+  batch_keys = jax.random.split(rl_keys.seed_key(0), fit.n_steps)
   data = fit.data
   if spec.prepare_fn is not None:
-    data = jax.jit(spec.prepare_fn)(data, keys[0], fit.carry)
-  draw = jax.vmap(lambda key: spec.batch_fn(data, key, fit.carry, supervised.variables))
-  return jax.jit(draw)(keys), lambda batch, variables: batch
+    data = jax.jit(spec.prepare_fn)(data, batch_keys[0], fit.carry)
+
+  @jax.jit
+  def rows_of(data, batch_keys):
+    # A loop, not vmap: rbg keys under vmap would all draw the first key's bits.
+    return jax.lax.map(lambda key: spec.batches.take(data, spec.batches.draw(data, key)),
+                       batch_keys)
+  inputs = (batch_keys, rows_of(data, batch_keys))
+  carry = fit.carry
+
+  def batch_of(step_inputs, variables):
+    key, rows = step_inputs
+    return spec.batches.make(data, rows, key, carry, variables)
+  return inputs, batch_of
 
 
 class FloorLoop:

@@ -213,9 +213,27 @@ def draw_table(data, window=None, margin=0):
   return DrawTable(cdf[-1], jnp.cumsum(marks))
 
 
+class Drawn(NamedTuple):
+  """Which rows a batch of slices holds: what `draw` picks and `take` gathers."""
+  index: jax.Array  # [..., B, L] row of every slice position (0 where not valid)
+  valid: jax.Array  # [..., B, L] the position holds a row of the slice's trajectory
+
+
 def sample(data, key, batch_size, window=None, length=None, margin=0, uniform=False,
            table=None):
   """A dict field -> [batch_size, length, ...] of random slices (pure; jit-able).
+
+  `take(data, draw(...))`: see `draw` for the arguments.
+  """
+  return take(data, draw(data, key, batch_size, window, length, margin, uniform, table))
+
+
+def draw(data, key, batch_size, window=None, length=None, margin=0, uniform=False, table=None):
+  """The rows of `batch_size` random slices (a Drawn; pure, jit-able).
+
+  The random part of `sample`, apart from the gathers of `take`, so that a
+  training loop can draw every step's slices first and gather them all at
+  once (rl.supervised.trainer).
 
   Args:
     data: a SliceData.
@@ -240,8 +258,8 @@ def sample(data, key, batch_size, window=None, length=None, margin=0, uniform=Fa
     traj = jax.random.randint(traj_key, (batch_size,), 0, n_real)
   else:
     table = draw_table(data, slice_window, margin) if table is None else table
-    draw = jax.random.randint(traj_key, (batch_size,), 0, jnp.maximum(table.total, 1))
-    traj = table.trajectory[draw]
+    number = jax.random.randint(traj_key, (batch_size,), 0, jnp.maximum(table.total, 1))
+    traj = table.trajectory[number]
   n_slices = _slice_counts(rows[traj], slice_window, margin)
   start = jnp.floor(jax.random.uniform(start_key, (batch_size,)) * n_slices)
   start = start.astype(jnp.int32)
@@ -249,6 +267,15 @@ def sample(data, key, batch_size, window=None, length=None, margin=0, uniform=Fa
   offset = start[:, None] + position
   valid = (offset < rows[traj][:, None]) & (position < window)
   index = jnp.where(valid, data.traj_start[traj][:, None] + offset, 0)
+  return Drawn(index, valid)
+
+
+def take(data, drawn):
+  """A dict field -> [..., B, L, ...] of the rows `drawn` picked, zeros where not valid (pure).
+
+  Any leading axes of the Drawn carry over: many batches gather at once.
+  """
+  index, valid = drawn
   fields = {}
   for name, column in data.rows.items():
     if name != 'frame_index':
@@ -259,6 +286,6 @@ def sample(data, key, batch_size, window=None, length=None, margin=0, uniform=Fa
 
 
 def _keep(taken, valid):
-  """`taken` [B, L, ...] where `valid` [B, L], zeros elsewhere."""
-  keep = valid.reshape(valid.shape + (1,) * (taken.ndim - 2))
+  """`taken` [..., B, L, ...] where `valid` [..., B, L], zeros elsewhere."""
+  keep = valid.reshape(valid.shape + (1,) * (taken.ndim - valid.ndim))
   return jnp.where(keep, taken, jnp.zeros((), taken.dtype))

@@ -3,8 +3,8 @@
 The trainers draw their batches on the device inside the compiled epoch
 (rl.supervised.trainer.fused_epoch) with the pure functions of the network's
 supervised Trainer: `prepare_fn(data, key, carry) -> data` (where a trainer
-has one, e.g. per-row advantages) and `batch_fn(data, key, carry, variables)
--> batch`. These helpers call the same functions once, jitted, with a fixed
+has one, e.g. per-row advantages) and its DeviceBatches: `draw(data, key)`,
+`take(data, drawn)` and `make(data, rows, key, carry, variables) -> batch`. These helpers call the same functions once, jitted, with a fixed
 key (so a test's batch is repeatable), and bring the batch back to the host.
 """
 import jax
@@ -20,7 +20,9 @@ def draw(trainer, name, data, carry, seed=0):
     if prepare_fn is not None:
       key, prepare_key = jax.random.split(key)
       data = prepare_fn(data, prepare_key, carry)
-    return spec.batch_fn(data, key, carry, variables)
+    batches = spec.batches
+    rows = batches.take(data, batches.draw(data, key))
+    return batches.make(data, rows, key, carry, variables)
 
   return jax.device_get(jax.jit(batch)(data, jax.random.PRNGKey(seed), carry,
                                        supervised.variables))

@@ -186,7 +186,8 @@ def test_per_chunk_batches_hold_the_trained_steps_only():
   trainer = per_chunk_trainer()
   data = trainer.prepare_joint_data(hand_slices(), jax.random.PRNGKey(0),
                                     trainer._trainers['joint'].variables)  # pylint: disable=protected-access
-  batch = trainer.joint_batch(data, jax.random.PRNGKey(1), None, None)
+  fields = slices.take(data[0], trainer.draw_joint_slices(data, jax.random.PRNGKey(1)))
+  batch = trainer.joint_batch(data, fields, None, None, None)
   assert isinstance(batch, batches.JointBatch)
   assert batch.observation.shape == (4, 1, 1)  # max_slice_length steps, no margin rows
   record = None

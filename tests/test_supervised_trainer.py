@@ -12,6 +12,7 @@ import pytest
 
 from rl.errors import NonFiniteLossError
 from rl.supervised import optimizers
+from rl.supervised.trainer import DeviceBatches
 from rl.supervised.trainer import Trainer
 
 
@@ -50,10 +51,14 @@ def test_an_epoch_is_one_fused_call_on_device_drawn_batches():
   data = jnp.asarray(np.random.default_rng(0).normal(size=(256, 3)), jnp.float32)
   seen = []
 
-  def batch_fn(data, key, carry, variables):
-    del variables
-    index = jax.random.randint(key, (32,), 0, data.shape[0])
-    x = data[index]
+  def draw(data, key):
+    return jax.random.randint(key, (32,), 0, data.shape[0])
+
+  def take(data, index):  # any leading axes: a chunk's steps are gathered at once
+    return data[index]
+
+  def make(data, x, key, carry, variables):
+    del data, key, variables
     return x, x @ w + carry  # the carry shifts the targets
 
   def after_step(carry, variables, step):
@@ -62,7 +67,8 @@ def test_an_epoch_is_one_fused_call_on_device_drawn_batches():
     return carry
 
   trainer = Trainer(nn.Dense(1), optimizers.SGD, lambda step: 0.05, mse,
-                    example_inputs=(data[:1],), batch_fn=batch_fn, after_step=after_step)
+                    example_inputs=(data[:1],), batches=DeviceBatches(draw, take, make),
+                    after_step=after_step)
   key = jax.random.PRNGKey(0)
   results, key2, carry = trainer.train(data, key, jnp.float32(3.0), n_steps=300,
                                        n_chunks=3, n_eval_steps=2)

@@ -15,10 +15,15 @@ Contract:
     chunk on that many fresh batches with the chunk's final weights (the
     reference's reporting, at the price of a second copy of the loss in the
     compiled program).
-  * Batches come from `batch_fn(data, key, carry, variables) -> batch`, a pure
-    function of the epoch's data (any pytree), a key, the caller's `carry`
-    (e.g. target-network variables) and the variables being trained; or, in
-    standalone use, from the host iterator `inputs()`, stacked per epoch.
+  * Batches are made on the device by `batches` (a DeviceBatches): every
+    step draws which rows its batch holds with a key of its own
+    (`draw(data, key)`, from the epoch's data, any pytree), the rows are
+    gathered (`take`) and the batch made from them
+    (`make(data, rows, key, carry, variables)`, with the caller's `carry`,
+    e.g. target-network variables, and the variables being trained). The
+    draws of a chunk's steps run first, in a loop of their own, so that
+    their rows can be gathered all at once. In standalone use the batches
+    come from the host iterator `inputs()` instead, stacked per epoch.
   * `prepare_fn(data, key, carry) -> data` runs at the start of every chunk:
     per-row work that would otherwise be repeated for every batch (e.g. the
     advantages of every stored step under a value network that the chunk
@@ -52,6 +57,19 @@ from rl.errors import ConfigError
 from rl.errors import NonFiniteLossError
 
 
+# A chunk's batches are gathered ahead, all steps at once, when their rows
+# take at most this many bytes (CartPole's DQN epoch: 1.3 MB); above it
+# (stacked Atari frames: 100 MB and more) each step gathers its own.
+GATHER_AHEAD_BYTES = 64 * 2**20
+
+
+class DeviceBatches(NamedTuple):
+  """How every step's batch is made on the device from the epoch's data (pure functions)."""
+  draw: Callable  # (data, key) -> which rows the batch holds (e.g. rl.slices.draw)
+  take: Callable  # (data, drawn) -> those rows, for any leading axes of `drawn`
+  make: Callable  # (data, taken rows, key, carry, variables) -> the batch
+
+
 class EpochSpec(NamedTuple):
   """What a fused epoch is made of; frozen into the compiled function."""
   apply_fn: Callable  # (variables, *inputs) -> model output
@@ -59,7 +77,7 @@ class EpochSpec(NamedTuple):
   tx: Any  # the optax transformation
   lr_schedule: Callable  # step -> learning rate (reported, evaluated on the device)
   inputs_fn: Callable  # batch -> model inputs tuple
-  batch_fn: Optional[Callable]  # (data, key, carry, variables) -> batch; None: stacked batches
+  batches: Optional[DeviceBatches]  # None: stacked batches given to every call
   prepare_fn: Optional[Callable]  # (data, key, carry) -> data, at the start of every chunk
   after_step: Optional[Callable]  # (carry, variables, step) -> carry
   after_chunk: Optional[Callable]  # (carry, variables) -> carry
@@ -87,11 +105,11 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
   Args:
     spec: the EpochSpec (static).
     state: {'params', 'model_state', 'opt_state', 'step'}.
-    data: the epoch's data for `spec.batch_fn`.
+    data: the epoch's data for `spec.batches`.
     key: the PRNG key the batches are drawn with.
-    carry: the caller's pytree threaded through batch_fn / after_step /
+    carry: the caller's pytree threaded through batches.make / after_step /
       after_chunk.
-    stacked: with batch_fn None, the batches: a pair (train batches with
+    stacked: with batches None, the batches: a pair (train batches with
       leading axes [n_chunks, steps_per_chunk], eval batches [n_chunks,
       n_eval_steps]); otherwise None.
     n_chunks, steps_per_chunk, n_eval_steps: the epoch's shape (static).
@@ -104,19 +122,45 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
       return batch
     return jax.lax.with_sharding_constraint(batch, spec.batch_sharding)
 
-  def draw(data, key, carry, variables, given):
-    if spec.batch_fn is None:
-      return key, given
-    key, batch_key = jax.random.split(key)
-    return key, constrain(spec.batch_fn(data, batch_key, carry, variables))
+  def draw_steps(data, key, n):
+    """n steps' batch keys and draws, in a loop of their own: (key, (keys, drawn))."""
+    def one(key, _):
+      key, batch_key = jax.random.split(key)
+      return key, (batch_key, spec.batches.draw(data, batch_key))
+    return jax.lax.scan(one, key, None, length=n)
+
+  def make_batch(data, given, carry, variables, taken):
+    """A step's batch: the given one, or from (batch key, its rows or its draw)."""
+    if spec.batches is None:
+      return given
+    batch_key, rows = given
+    if not taken:
+      rows = spec.batches.take(data, rows)
+    return constrain(spec.batches.make(data, rows, batch_key, carry, variables))
+
+  def steps_given(data, key, n):
+    """(key, the n steps' inputs, whether their rows are gathered already).
+
+    Every step's slices are drawn first, in a loop of their own, and their
+    rows gathered for all steps at once when that fits in
+    GATHER_AHEAD_BYTES: one gather per field instead of one per field and
+    step, while the batches stay what each step drawing its own would give
+    (the same keys, in the same order).
+    """
+    key, (batch_keys, drawn) = draw_steps(data, key, n)
+    rows = jax.eval_shape(spec.batches.take, data, drawn)
+    size = sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(rows))
+    if size <= GATHER_AHEAD_BYTES:
+      return key, (batch_keys, spec.batches.take(data, drawn)), True
+    return key, (batch_keys, drawn), False
 
   def loss(params, model_state, batch):
     output = spec.apply_fn({'params': params, **model_state}, *spec.inputs_fn(batch))
     return spec.loss_fn(output, batch)
 
-  def train_step(data, loop, given):
+  def train_step(data, taken, loop, given):
     state, key, carry, _ = loop
-    key, batch = draw(data, key, carry, variables_of(state), given)
+    batch = make_batch(data, given, carry, variables_of(state), taken)
     (value, metrics), grads = jax.value_and_grad(loss, has_aux=True)(
         state['params'], state['model_state'], batch)
     updates, opt_state = spec.tx.update(grads, state['opt_state'], state['params'])
@@ -126,9 +170,9 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
       carry = spec.after_step(carry, variables_of(state), state['step'])
     return (state, key, carry, batch), (value, optax.tree.norm(grads), metrics)
 
-  def eval_step(data, loop, given):
+  def eval_step(data, taken, loop, given):
     key, carry, state = loop
-    key, batch = draw(data, key, carry, variables_of(state), given)
+    batch = make_batch(data, given, carry, variables_of(state), taken)
     _, metrics = loss(state['params'], state['model_state'], batch)
     return (key, carry, state), metrics
 
@@ -139,22 +183,27 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
     if spec.prepare_fn is not None:
       key, prepare_key = jax.random.split(key)
       chunk_data = spec.prepare_fn(data, prepare_key, carry)
+    taken = False
+    if spec.batches is not None:
+      key, train_given, taken = steps_given(chunk_data, key, steps_per_chunk)
     # The step's batch rides along, so the last one can be checked afterwards.
     template = jax.eval_shape(
-        lambda: draw(chunk_data, key, carry, variables_of(state),
-                     None if train_given is None else
-                     jax.tree_util.tree_map(lambda x: x[0], train_given))[1])
+        lambda: make_batch(chunk_data, jax.tree_util.tree_map(lambda x: x[0], train_given),
+                           carry, variables_of(state), taken))
     empty = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), template)
     (state, key, carry, last_batch), (values, norms, metrics) = jax.lax.scan(
-        functools.partial(train_step, chunk_data), (state, key, carry, empty), train_given,
-        length=steps_per_chunk)
+        functools.partial(train_step, chunk_data, taken), (state, key, carry, empty),
+        train_given, length=steps_per_chunk)
     # The metrics of the chunk's own batches, from the gradient pass...
     metrics = (jax.tree_util.tree_map(lambda m: jnp.mean(m, axis=0), metrics)
                if steps_per_chunk else {})
     if n_eval_steps:
       # ...or, when asked for, of fresh batches under the chunk's final weights.
+      taken = False
+      if spec.batches is not None:
+        key, eval_given, taken = steps_given(chunk_data, key, n_eval_steps)
       (key, carry, state), metrics = jax.lax.scan(
-          functools.partial(eval_step, chunk_data), (key, carry, state), eval_given,
+          functools.partial(eval_step, chunk_data, taken), (key, carry, state), eval_given,
           length=n_eval_steps)
       metrics = jax.tree_util.tree_map(lambda m: jnp.mean(m, axis=0), metrics)
     if spec.after_chunk is not None:
@@ -215,8 +264,8 @@ class Trainer:
     loss_fn: `loss_fn(model_output, batch) -> (loss, metrics dict)`.
     example_inputs: model inputs used only for their shapes to initialise
       the model (a tuple); None takes them from the first batch of `inputs()`.
-    batch_fn: `(data, key, carry, variables) -> batch`, drawn on the device
-      for every step (the RL trainers' slices); see `train`.
+    batches: a DeviceBatches: how every step's batch is drawn and made on
+      the device (the RL trainers' slices); see `train`.
     inputs: standalone use: a callable returning an iterator of host batches;
       see `train_epoch`.
     inputs_fn: batch -> the model's inputs (a tuple). Default: the batch's
@@ -234,7 +283,7 @@ class Trainer:
   """
 
   def __init__(self, model, optimizer, lr_schedule, loss_fn, example_inputs=None,
-               batch_fn=None, inputs=None, inputs_fn=None, prepare_fn=None, after_step=None,
+               batches=None, inputs=None, inputs_fn=None, prepare_fn=None, after_step=None,
                after_chunk=None, output_dir=None, seed=0, loss_name='loss', initialize=True):
     self._loss_name = loss_name
     self._stream_fn = inputs
@@ -263,7 +312,7 @@ class Trainer:
     self._state = None
     if initialize:
       initialize_together([self])
-    self.spec = EpochSpec(model.apply, loss_fn, tx, lr_schedule, inputs_fn, batch_fn, prepare_fn,
+    self.spec = EpochSpec(model.apply, loss_fn, tx, lr_schedule, inputs_fn, batches, prepare_fn,
                           after_step, after_chunk, batch_sharding)
     # No buffer donation: target networks and acting models hold references to
     # the weights this returns, and donation would invalidate them.
@@ -307,9 +356,9 @@ class Trainer:
     """One fused epoch on device-drawn batches.
 
     Args:
-      data: the epoch's data, passed to batch_fn (e.g. rl.slices.SliceData).
+      data: the epoch's data, passed to the DeviceBatches (e.g. rl.slices.SliceData).
       key: the PRNG key of the batches.
-      carry: the caller's pytree for batch_fn and the hooks.
+      carry: the caller's pytree for the batches and the hooks.
       n_steps: gradient steps (a multiple of n_chunks).
       n_chunks: the steps run in this many chunks; after each, after_chunk
         runs. The last chunk's metrics are reported.

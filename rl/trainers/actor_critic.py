@@ -220,7 +220,8 @@ class ActorCriticTrainer(PolicyTrainer):
     self._value_model = self._value_model_factory(**value_kwargs)
     self._value_trainer = build_trainer(
         task, self._value_model, self._value_optimizer, self._value_lr_schedule,
-        self.value_loss, self.value_batch, 'value_loss', example, inputs_fn=inputs_fn,
+        self.value_loss, self.draw_value_slices, self.value_batch, 'value_loss', example,
+        inputs_fn=inputs_fn,
         seed_offset=1, prepare_fn=self.prepare_value_data,
         after_chunk=lambda target, variables: variables)
     self._trainers['value'] = self._value_trainer
@@ -290,12 +291,14 @@ class ActorCriticTrainer(PolicyTrainer):
     data = data.replace(rows=dict(data.rows, value_target=(values + adv) / self._value_scale))
     return data, slices.draw_table(data, self._max_slice_length)
 
-  def value_batch(self, data, key, target, variables):
-    """A ValueBatch of max_slice_length steps per slice (data from prepare_value_data)."""
-    del target, variables
+  def draw_value_slices(self, data, key):
+    """Which rows a value batch holds (data from prepare_value_data)."""
     data, table = data
-    fields = slices.sample(data, key, self._value_batch_size, self._max_slice_length,
-                           table=table)
+    return slices.draw(data, key, self._value_batch_size, self._max_slice_length, table=table)
+
+  def value_batch(self, data, fields, key, target, variables):
+    """A ValueBatch of max_slice_length steps per slice, from its slices' fields."""
+    del data, key, target, variables
     return batches.ValueBatch(fields['observation'], fields['action'],
                               fields['value_target'], fields['mask'])
 
@@ -314,10 +317,9 @@ class ActorCriticTrainer(PolicyTrainer):
     _, adv = self.row_advantages(data, key, target, 'mean')
     return data.replace(rows=dict(data.rows, advantage=adv))
 
-  def policy_batch(self, data, key, target, variables):
-    """A PolicyBatch of max_slice_length steps per slice (data from prepare_policy_data)."""
-    del target, variables
-    fields = self.draw_policy_slices(data, key)
+  def policy_batch(self, data, fields, key, target, variables):
+    """A PolicyBatch of max_slice_length steps per slice, from its slices' fields."""
+    del data, key, target, variables
     return batches.PolicyBatch(fields['observation'], fields['action'], fields['advantage'],
                                fields['dist_inputs'], fields['mask'])
 
@@ -478,11 +480,15 @@ class SamplingAWR(ActorCriticTrainer):
     del key, target
     return data
 
-  def policy_batch(self, data, key, target, variables):
+  def draw_policy_slices(self, data, key):
+    # The batch key's first half draws the slices, its second the actions.
+    slice_key, _ = jax.random.split(key)
+    return super().draw_policy_slices(data, slice_key)
+
+  def policy_batch(self, data, fields, key, target, variables):
     """A SampledQBatch: n actions per state from the stored policy, scored by Q_target."""
-    del variables
-    slice_key, sample_key = jax.random.split(key)
-    fields = self.draw_policy_slices(data, slice_key)
+    del data, variables
+    _, sample_key = jax.random.split(key)
     actions, log_probs = self._sample_actions(fields['dist_inputs'], sample_key)
     q = self._value_model.apply(target, fields['observation'], actions)[..., 0]
     q = q * self._value_scale

@@ -126,7 +126,8 @@ class ActorCriticJointTrainer(RLTrainer):
     per_chunk = dict(prepare_fn=self.prepare_joint_data,
                      after_chunk=lambda carry, variables: variables) if self._per_chunk else {}
     self._trainer = build_trainer(self.task, model, self._optimizer, self._lr_schedule,
-                                  self.joint_loss, self.joint_batch, 'joint_loss',
+                                  self.joint_loss, self.draw_joint_slices, self.joint_batch,
+                                  'joint_loss',
                                   (example_observation(self.task),), **per_chunk)
     self._trainers['joint'] = self._trainer
     self.set_acting_model(self._trainer, self._dist, output_fn=lambda out: out[0])
@@ -148,18 +149,22 @@ class ActorCriticJointTrainer(RLTrainer):
     # rather than inside each gradient step.
     return data, slices.draw_table(data, self._max_slice_length)
 
-  def joint_batch(self, data, key, carry, variables):
-    """Slices of max_slice_length trained steps plus the margin: a task Batch [B, L + margin];
-    per chunk, a JointBatch [B, L] of the trained steps with their advantages. `data` is
-    (the SliceData, its slices.DrawTable)."""
-    del carry, variables
+  def draw_joint_slices(self, data, key):
+    """Which rows a batch holds: slices of max_slice_length trained steps plus the margin,
+    or per chunk the trained steps alone. `data` is (the SliceData, its slices.DrawTable)."""
     data, table = data
     if self._per_chunk:
-      fields = slices.sample(data, key, self._batch_size, self._max_slice_length, table=table)
+      return slices.draw(data, key, self._batch_size, self._max_slice_length, table=table)
+    return slices.draw(data, key, self._batch_size, self._max_slice_length + self._margin,
+                       margin=self._margin, table=table)
+
+  def joint_batch(self, data, fields, key, carry, variables):
+    """A task Batch [B, L + margin] of the slices' fields; per chunk, a JointBatch [B, L]
+    of the trained steps with their advantages."""
+    del data, key, carry, variables
+    if self._per_chunk:
       return batches.JointBatch(fields['observation'], fields['action'], fields['advantage'],
                                 fields['value_target'], fields['dist_inputs'], fields['mask'])
-    fields = slices.sample(data, key, self._batch_size, self._max_slice_length + self._margin,
-                           margin=self._margin, table=table)
     return Batch(**fields)
 
   def _terms(self, outputs, batch):

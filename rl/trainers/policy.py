@@ -15,6 +15,7 @@ from rl import slices
 from rl.errors import ConfigError
 from rl.supervised import lr_schedules
 from rl.supervised import optimizers
+from rl.supervised.trainer import DeviceBatches
 from rl.supervised.trainer import Trainer
 from rl.trainers.base import RLTrainer
 from rl.trainers.base import check_divisible
@@ -37,21 +38,31 @@ def example_observation(task):
   return np.zeros((1, 1) + space.shape, space.dtype)
 
 
-def build_trainer(task, model, optimizer, lr_schedule, loss_fn, batch_fn, loss_name,
+def build_trainer(task, model, optimizer, lr_schedule, loss_fn, draw_fn, batch_fn, loss_name,
                   example_inputs, inputs_fn=None, seed_offset=0, prepare_fn=None,
                   after_step=None, after_chunk=None):
   """A supervised Trainer with the project's defaults (Adam, multifactor).
 
+  Its batches are slices of the task's trajectories: the data handed to
+  `draw_fn(data, key)` (which returns an rl.slices.Drawn) and to
+  `batch_fn(data, fields, key, carry, variables)` is a pair (SliceData,
+  DrawTable), and the fields are the drawn slices' rows.
   Its initial state is made later, with the other networks' (RLTrainer's
   initialize_networks).
   """
   return Trainer(
       model=model, optimizer=optimizer or optimizers.Adam,
       lr_schedule=(lr_schedule or lr_schedules.multifactor)(),
-      loss_fn=loss_fn, example_inputs=example_inputs, batch_fn=batch_fn,
+      loss_fn=loss_fn, example_inputs=example_inputs,
+      batches=DeviceBatches(draw_fn, take_slices, batch_fn),
       inputs_fn=inputs_fn or observation_input, seed=task.seed + seed_offset,
       loss_name=loss_name, prepare_fn=prepare_fn, after_step=after_step,
       after_chunk=after_chunk, initialize=False)  # RLTrainer.initialize_networks
+
+
+def take_slices(data, drawn):
+  """The rows of the slices `drawn` from `data`, a pair (SliceData, DrawTable)."""
+  return slices.take(data[0], drawn)
 
 
 def observation_input(batch):
@@ -109,8 +120,8 @@ class PolicyTrainer(RLTrainer):
     self._policy_model = self._policy_model_factory(policy_distribution=self._policy_dist)
     self._policy_trainer = build_trainer(
         self.task, self._policy_model, self._policy_optimizer, self._policy_lr_schedule,
-        self.policy_loss, self.policy_batch, 'policy_loss', (example_observation(self.task),),
-        prepare_fn=self.prepare_policy_data)
+        self.policy_loss, self.draw_policy_slices, self.policy_batch, 'policy_loss',
+        (example_observation(self.task),), prepare_fn=self.prepare_policy_data)
     self._trainers['policy'] = self._policy_trainer
     self.set_acting_model(self._policy_trainer, self._policy_dist)
 
@@ -128,13 +139,13 @@ class PolicyTrainer(RLTrainer):
     return data
 
   def draw_policy_slices(self, data, key):
-    """A dict of [policy_batch_size, max_slice_length] fields from prepared `data` (pure)."""
+    """Which rows a policy batch of [policy_batch_size, max_slice_length] holds (pure)."""
     data, table = data
-    return slices.sample(data, key, self._policy_batch_size, self._max_slice_length,
-                         table=table)
+    return slices.draw(data, key, self._policy_batch_size, self._max_slice_length,
+                       table=table)
 
-  def policy_batch(self, data, key, carry, variables):
-    """One policy batch drawn on the device from the prepared data (pure)."""
+  def policy_batch(self, data, fields, key, carry, variables):
+    """One policy batch from its slices' `fields` (pure; see `build_trainer`)."""
     raise NotImplementedError
 
   def policy_loss(self, dist_inputs, batch):

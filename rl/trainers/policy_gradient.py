@@ -44,9 +44,8 @@ class PolicyGradientTrainer(PolicyTrainer):
   def policy_data(self):
     return self.task.slice_data([-1], whole_trajectories=self._max_slice_length is None)
 
-  def policy_batch(self, data, key, carry, variables):
-    del carry, variables
-    fields = self.draw_policy_slices(data, key)
+  def policy_batch(self, data, fields, key, carry, variables):
+    del data, key, carry, variables
     return ReturnsBatch(fields['observation'], fields['action'], fields['return_'],
                         fields['mask'])
 

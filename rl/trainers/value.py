@@ -231,7 +231,8 @@ class ValueAgent(RLTrainer):
     self._q_model = models.Quality(**quality_kwargs)
     self._value_trainer = build_trainer(
         self.task, self._q_model, self._value_optimizer, self._value_lr_schedule,
-        self.value_loss, self.value_batch, 'value_loss', (example_observation(self.task),),
+        self.value_loss, self.draw_value_slices, self.value_batch, 'value_loss',
+        (example_observation(self.task),),
         seed_offset=1, after_step=self._sync_every)
     self._trainers['value'] = self._value_trainer
     self.set_acting_model(self._value_trainer, self._dist,
@@ -269,23 +270,23 @@ class ValueAgent(RLTrainer):
     """Targets [B, 1] (return units) of the first position of each slice (pure)."""
     raise NotImplementedError
 
-  def value_batch(self, data, key, target, variables):
-    """A ValueBatch of the first step of [B, n + 1] slices and its TD targets.
+  def draw_value_slices(self, data, key):
+    """Which rows a batch of [B, n + 1] slices holds.
 
-    `data` is (the replay's SliceData, its draw_table), as `update` hands
-    it over: the table is computed once per epoch rather than per batch.
+    `data` is (the replay's SliceData, its draw table), as `update` hands
+    it over: the table is made once per epoch rather than per batch.
 
     margin = max_slice_length - 1 gives a trajectory of T steps exactly T
     start positions (rows + margin - max_slice_length = T): every real step,
     the last (terminal or truncated) one included, is trained.
     """
     data, table = data
-    fields = slices.sample(data, key, self._value_batch_size, self._max_slice_length,
-                           margin=self._margin, table=table)
-    return self.td_batch(fields, target, variables)
+    return slices.draw(data, key, self._value_batch_size, self._max_slice_length,
+                       margin=self._margin, table=table)
 
-  def td_batch(self, fields, target, variables):
-    """The ValueBatch of sampled slices `fields`: first steps and their TD targets (pure)."""
+  def value_batch(self, data, fields, key, target, variables):
+    """The ValueBatch of the slices' `fields`: first steps and their TD targets (pure)."""
+    del data, key
     targets = self.targets(target, variables, fields)
     return batches.ValueBatch(fields['observation'][:, :1],
                               fields['action'][:, :1].astype(jnp.int32),
