@@ -159,7 +159,7 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
     return spec.loss_fn(output, batch)
 
   def train_step(data, taken, loop, given):
-    state, key, carry, _ = loop
+    state, carry, _ = loop
     batch = make_batch(data, given, carry, variables_of(state), taken)
     (value, metrics), grads = jax.value_and_grad(loss, has_aux=True)(
         state['params'], state['model_state'], batch)
@@ -168,13 +168,7 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
     state = dict(state, params=params, opt_state=opt_state, step=state['step'] + 1)
     if spec.after_step is not None:
       carry = spec.after_step(carry, variables_of(state), state['step'])
-    return (state, key, carry, batch), (value, optax.tree.norm(grads), metrics)
-
-  def eval_step(data, taken, loop, given):
-    key, carry, state = loop
-    batch = make_batch(data, given, carry, variables_of(state), taken)
-    _, metrics = loss(state['params'], state['model_state'], batch)
-    return (key, carry, state), metrics
+    return (state, carry, batch), (value, optax.tree.norm(grads), metrics)
 
   def chunk(loop, given):
     state, key, carry = loop
@@ -191,8 +185,8 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
         lambda: make_batch(chunk_data, jax.tree_util.tree_map(lambda x: x[0], train_given),
                            carry, variables_of(state), taken))
     empty = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), template)
-    (state, key, carry, last_batch), (values, norms, metrics) = jax.lax.scan(
-        functools.partial(train_step, chunk_data, taken), (state, key, carry, empty),
+    (state, carry, last_batch), (values, norms, metrics) = jax.lax.scan(
+        functools.partial(train_step, chunk_data, taken), (state, carry, empty),
         train_given, length=steps_per_chunk)
     # The metrics of the chunk's own batches, from the gradient pass...
     metrics = (jax.tree_util.tree_map(lambda m: jnp.mean(m, axis=0), metrics)
@@ -202,9 +196,11 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
       taken = False
       if spec.batches is not None:
         key, eval_given, taken = steps_given(chunk_data, key, n_eval_steps)
-      (key, carry, state), metrics = jax.lax.scan(
-          functools.partial(eval_step, chunk_data, taken), (key, carry, state), eval_given,
-          length=n_eval_steps)
+      variables = variables_of(state)
+      metrics = jax.lax.map(
+          lambda given: loss(state['params'], state['model_state'],
+                             make_batch(chunk_data, given, carry, variables, taken))[1],
+          eval_given)
       metrics = jax.tree_util.tree_map(lambda m: jnp.mean(m, axis=0), metrics)
     if spec.after_chunk is not None:
       carry = spec.after_chunk(carry, variables_of(state))
