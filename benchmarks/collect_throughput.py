@@ -26,6 +26,7 @@ import gin  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
+from rl import cpu_dispatch  # noqa: E402
 from rl import distributions  # noqa: E402
 from rl import envs as envs_lib  # noqa: E402
 from rl import keys  # noqa: E402
@@ -150,6 +151,8 @@ def _timed(loop, n_vector_steps):
 
 def main():
   args = _parse_args()
+  # As rl.run runs host envs: each policy call computed inline (rl.cpu_dispatch).
+  cpu_dispatch.choose(inline=True)
   n_vector_steps = args.steps // args.n_envs
   seed = 0
   loops = {

@@ -29,6 +29,7 @@ import gin
 import numpy as np
 
 from rl import compilation_cache
+from rl import cpu_dispatch
 from rl import run as run_lib
 from rl.checkpoints import Checkpointer
 from rl.envs import VIDEO_INSTALL_HINT
@@ -140,6 +141,9 @@ def main(argv):
     # one and, on a headless machine, prints a spurious SDL error line.
     os.environ.setdefault('SDL_VIDEODRIVER', 'dummy')
   compilation_cache.configure(FLAGS.compilation_cache_dir, 'rl.evaluate')
+  # Evaluation on host envs calls the policy once a step and reads it at once;
+  # on JAX-native envs it is one compiled loop either way (rl.cpu_dispatch).
+  cpu_dispatch.choose(inline=True)
   try:
     result = evaluate_run(FLAGS.output_dir, FLAGS.n_episodes, FLAGS.temperature,
                           video_path=FLAGS.video or None)

@@ -37,7 +37,9 @@ import gin
 # Imported for their gin registrations, so configs can name them.
 from rl import advantages  # pylint: disable=unused-import
 from rl import compilation_cache
+from rl import cpu_dispatch
 from rl import distributions  # pylint: disable=unused-import
+from rl import jax_envs
 from rl import models  # pylint: disable=unused-import
 from rl import trainers  # pylint: disable=unused-import
 from rl.checkpoints import Checkpointer
@@ -560,6 +562,14 @@ class PreparedRun:
                   format_return(last.get('eval_return')), self.output_dir)
 
 
+def configured_env():
+  """RLTask.env as the parsed config binds it; None when unbound (RLTask then says so)."""
+  try:
+    return gin.query_parameter('RLTask.env')
+  except ValueError:
+    return None
+
+
 @contextlib.contextmanager
 def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_config_change=False,
                  log_prefix=''):
@@ -579,6 +589,9 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
   if seed is not None:
     bindings.append(f'RLTask.seed = {int(seed)}')
   parse_config(config_files, bindings)
+  # Before the process's first computation: runs whose envs step on the host
+  # call their policy once a step and read it at once, so they dispatch inline.
+  cpu_dispatch.choose(inline=not jax_envs.is_jax_env(configured_env()))
   if output_dir is None:
     stem = os.path.splitext(os.path.basename(config_files[0]))[0]
     output_dir = os.path.join('runs', stem)

@@ -25,6 +25,7 @@ import numpy as np
 
 from rl import keys
 from rl import metrics as metrics_lib
+from rl import packing
 from rl.supervised import trainer as supervised
 from rl.errors import ConfigError
 
@@ -295,8 +296,9 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     seed_key, self.train_key = keys.seed_and_folded(task.seed, 2)
     self._acting = ActingState(seed_key, {})
     self._extra = {}
-    # One compiled call trains every network of an epoch (see `update`).
-    self._update = jax.jit(self.update)
+    # One compiled call trains every network of an epoch (see `update`); its
+    # metrics come back to the host in one transfer (rl.packing).
+    self._update = packing.PackedJit(self._update_then_metrics)
 
   # -- construction -----------------------------------------------------------------
 
@@ -663,10 +665,15 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
 
   # -- the epoch loop ----------------------------------------------------------------
 
+  def _update_then_metrics(self, state, data):
+    """`update` as (the new state, what the host reads: (results, extra))."""
+    state, results, extra = self.update(state, data)
+    return state, (results, extra)
+
   def train_epoch(self):
     """One epoch of training on the collected data, in one compiled call; returns its metrics."""
     start = time.perf_counter()
-    state, results, extra = self._update(self.train_state, self.epoch_data())
+    state, (results, extra) = self._update(self.train_state, self.epoch_data())
     self.train_state = state
     return self.epoch_metrics(results, extra, start)
 
