@@ -31,8 +31,9 @@ import gin  # noqa: E402
 import jax  # noqa: E402
 import optax  # noqa: E402
 
-from rl import run as run_lib  # noqa: E402,F401  (registers the configurables)
+from rl import cpu_dispatch  # noqa: E402
 from rl import keys as rl_keys  # noqa: E402
+from rl import run as run_lib  # noqa: E402,F401  (registers the configurables)
 from rl.task import RLTask  # noqa: E402
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -215,6 +216,8 @@ def steps_per_second(loop):
 
 def main():
   args = _parse_args()
+  # As rl.run runs these configs (host envs): computations run inline (rl.cpu_dispatch).
+  cpu_dispatch.choose(inline=True)
   ratios = {}
   for name in args.trainers:
     config, n_epochs = TRAINERS[name]
