@@ -15,7 +15,9 @@ status is 1 only at the end, so scripts can notice.
 
 With --process_wall every run stops at its target and is timed whole, as a
 user waits for it: once on an empty compilation cache and once on the cache
-that run filled (two more columns).
+that run filled (two more columns). Only runs made from nothing are timed
+(use a new --output_dir), and `python -c "import jax, flax, optax"` is timed
+before the runs as a reference for the machine's speed at the time.
 
 Usage: python benchmarks/learning.py [--configs reinforce_cartpole,ppo_cartpole]
          [--seeds 0,1,2] [--output_dir runs/learning] [--parallel N]
@@ -24,11 +26,13 @@ Usage: python benchmarks/learning.py [--configs reinforce_cartpole,ppo_cartpole]
 """
 import argparse
 import concurrent.futures
+import contextlib
 import json
 import math
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -116,6 +120,11 @@ def run_one(config, seed, output_dir, extra_config, process_wall=False):
   if fresh:
     shutil.rmtree(cache, ignore_errors=True)
     shutil.rmtree(folder + '_warm', ignore_errors=True)
+  else:
+    # Seconds measured by an earlier benchmark, on the machine as it was then,
+    # would pass for this one's: a resumed run has none (see main's note).
+    with contextlib.suppress(FileNotFoundError):
+      os.remove(folder + PROCESS_SECONDS_SUFFIX)
   seconds = {}
   error = None
   for name, path in (('cold', folder), ('warm', folder + '_warm')):
@@ -132,6 +141,22 @@ def run_one(config, seed, output_dir, extra_config, process_wall=False):
 
 
 PROCESS_SECONDS_SUFFIX = '.process_seconds.json'
+
+
+# What every run of a CartPole config starts with; timed before the runs, as
+# a reference for the machine's speed at the time (a shared machine's load
+# moves every process time by tens of percent within the hour).
+REFERENCE_COMMAND = (sys.executable, '-c', 'import jax, flax, optax')
+
+
+def reference_seconds(repeats=3):
+  """Median wall seconds of REFERENCE_COMMAND over `repeats` runs."""
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    subprocess.run(REFERENCE_COMMAND, check=True, stdout=subprocess.DEVNULL)
+    times.append(time.perf_counter() - start)
+  return statistics.median(times)
 
 
 def process_seconds(output_dir, config, seed):
@@ -284,12 +309,17 @@ def main(argv=None):
   output_dir = os.path.abspath(args.output_dir)
   os.makedirs(output_dir, exist_ok=True)
   jobs = [(config, seed) for config in args.configs for seed in args.seeds]
+  reference = None
+  if args.process_wall:
+    reference = reference_seconds()
+    print(f"machine reference: `python -c 'import jax, flax, optax'` took {reference:.2f} s",
+          flush=True)
   print(f'{len(jobs)} runs ({len(args.configs)} configs x {len(args.seeds)} seeds), '
         f'{args.parallel} at a time, into {output_dir}', flush=True)
   finished = run_all(jobs, output_dir, args.extra_config, args.parallel,
                      args.stop_at_target, args.process_wall)
 
-  rows, panels, failures, short = [], [], [], []
+  rows, panels, failures, short, untimed = [], [], [], [], []
   for config in args.configs:
     target, budget = REGISTRY[config]
     runs, curves = [], []
@@ -312,11 +342,12 @@ def main(argv=None):
       print(f'{config} seed {seed}: target {reached}; final eval {fmt_number(summary["final"], 1)}')
     row = summarize_config(config, target, budget, runs)
     if args.process_wall:
+      timed = {seed: process_seconds(output_dir, config, seed) for seed, run in
+               zip(args.seeds, runs) if run['reached']}
+      untimed.extend(f'{config} seed {seed}' for seed, t in timed.items() if t is None)
       for kind in ('cold', 'warm'):
-        timed = [process_seconds(output_dir, config, seed) for seed, run in
-                 zip(args.seeds, runs) if run['reached']]
-        timed = [t[kind] for t in timed if t]
-        row[f'process_{kind}'] = statistics.median(timed) if timed else None
+        values = [t[kind] for t in timed.values() if t]
+        row[f'process_{kind}'] = statistics.median(values) if values else None
     rows.append(row)
     panels.append({'config': config, 'target': target, 'budget': budget, 'curves': curves,
                    'n_reached': row['n_reached'], 'n_runs': row['n_runs']})
@@ -348,6 +379,13 @@ def main(argv=None):
   if short:
     notes.append('Runs that missed the target but stopped before the budget (raise '
                  f"train_rl.n_epochs, e.g. with --extra_config): {', '.join(short)}.")
+  if reference is not None:
+    notes.append(f"Machine reference: `python -c 'import jax, flax, optax'` took {reference:.2f} s "
+                 '(median of 3, before the runs); on a shared machine process times move '
+                 'with it.')
+  if untimed:
+    notes.append('No process seconds for runs that existed before this benchmark (resumed, '
+                 f"not timed from the start; use a new --output_dir): {', '.join(untimed)}.")
   if failures:
     notes.append(f"Failed runs (counted as not reaching the target): {', '.join(failures)}.")
   results_path = os.path.join(output_dir, 'results.md')

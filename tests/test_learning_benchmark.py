@@ -127,3 +127,26 @@ def test_stopped_short_only_for_finished_runs_that_missed_before_the_budget():
   assert short['last_env_steps'] == 100
   assert [learning.stopped_short(r, 1000) for r in (short, used_up, reached, failed)] == [
       True, False, False, False]
+
+
+def test_process_seconds_are_those_of_runs_timed_from_their_start(tmp_path, monkeypatch):
+  """A fresh run's cold and warm seconds are kept; a run that already existed (resumed)
+  loses any seconds an earlier benchmark left, rather than passing them off as its own."""
+  calls = []
+
+  def fake_run(config_files, folder, seed, extra_config, log_path, compilation_cache_dir=None):
+    calls.append((folder, compilation_cache_dir))
+    os.makedirs(folder, exist_ok=True)
+    return None
+  monkeypatch.setattr(learning, 'run_rl_logged', fake_run)
+  out = str(tmp_path)
+  error, _, _ = learning.run_one('ppo_cartpole', 0, out, [], process_wall=True)
+  assert error is None
+  folder = learning.run_dir(out, 'ppo_cartpole', 0)
+  # Cold into the run folder, then warm into its _warm twin, on the same cache.
+  assert calls == [(folder, folder + '.compilation_cache'),
+                   (folder + '_warm', folder + '.compilation_cache')]
+  assert set(learning.process_seconds(out, 'ppo_cartpole', 0)) == {'cold', 'warm'}
+
+  learning.run_one('ppo_cartpole', 0, out, [], process_wall=True)  # the folder exists now
+  assert learning.process_seconds(out, 'ppo_cartpole', 0) is None
