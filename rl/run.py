@@ -563,11 +563,15 @@ class PreparedRun:
 
 
 def configured_env():
-  """RLTask.env as the parsed config binds it; None when unbound (RLTask then says so)."""
+  """RLTask.env as the parsed config binds it (through a macro too); None when unbound
+  or bound to something else (RLTask then says what is wrong)."""
   try:
-    return gin.query_parameter('RLTask.env')
+    value = gin.query_parameter('RLTask.env')
   except ValueError:
     return None
+  if isinstance(value, gin.config.ConfigurableReference) and value.configurable.name == 'macro':
+    value = value.scoped_configurable_fn()  # a macro's value; nothing else is called
+  return value if isinstance(value, str) else None
 
 
 @contextlib.contextmanager

@@ -58,3 +58,18 @@ def test_a_jax_native_run_keeps_asynchronous_dispatch(tmp_path):
   out = python(RUN, f'{ROOT}/configs/ppo_cartpole_jax.gin', str(tmp_path / 'run'),
                'train_rl.n_epochs = 0')
   assert out == ['False']
+
+
+def test_the_env_is_read_from_the_parsed_config_macros_included():
+  import gin  # pylint: disable=import-outside-toplevel
+  from rl import run  # pylint: disable=import-outside-toplevel
+  try:
+    for bindings, env in ((["RLTask.env = 'CartPole-v1'"], 'CartPole-v1'),
+                          (["ENV = 'gymnax:CartPole-v1'", 'RLTask.env = %ENV'],
+                           'gymnax:CartPole-v1'),
+                          (['RLTask.n_envs = 2'], None)):
+      gin.clear_config()
+      run.parse_config([], bindings)
+      assert run.configured_env() == env
+  finally:
+    gin.clear_config()
