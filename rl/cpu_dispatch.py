@@ -20,6 +20,8 @@ first computation; `choose` therefore only takes effect before that, and
 later calls leave the process as it is. Numbers do not depend on it.
 """
 import jax
+# Private: jax has no public way to ask whether its clients exist yet (the
+# public jax.extend.backend.backends() would create them).
 from jax._src import xla_bridge
 
 FLAG = 'jax_cpu_enable_async_dispatch'
