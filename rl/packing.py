@@ -33,17 +33,17 @@ def pack(tree):
   without x64); anything else raises TypeError.
   """
   leaves, treedef = jax.tree_util.tree_flatten(tree)
+  leaves = [jnp.asarray(leaf) for leaf in leaves]
   parts = []
   for leaf in leaves:
-    leaf = jnp.asarray(leaf)
     if leaf.dtype == jnp.bool_:
       parts.append(leaf.astype(jnp.uint32).ravel())
     elif leaf.dtype.itemsize == 4:
       parts.append(jax.lax.bitcast_convert_type(leaf, jnp.uint32).ravel())
     else:
       raise TypeError(f'cannot pack a leaf of dtype {leaf.dtype}: only 32-bit and bool leaves')
-  layout = Layout(treedef, tuple(jnp.shape(x) for x in leaves),
-                  tuple(np.dtype(jnp.asarray(x).dtype) for x in leaves))
+  layout = Layout(treedef, tuple(leaf.shape for leaf in leaves),
+                  tuple(np.dtype(leaf.dtype) for leaf in leaves))
   vector = jnp.concatenate(parts) if parts else jnp.zeros((0,), jnp.uint32)
   return vector, layout
 
