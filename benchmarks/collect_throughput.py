@@ -26,6 +26,7 @@ import gin  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
+from rl import compiler  # noqa: E402
 from rl import cpu_dispatch  # noqa: E402
 from rl import distributions  # noqa: E402
 from rl import envs as envs_lib  # noqa: E402
@@ -98,7 +99,7 @@ class FloorLoop:
       key, sample_key = jax.random.split(key)
       return dist.sample(dist_inputs, sample_key, 1.0), dist_inputs, key
 
-    self._act = jax.jit(act)
+    self._act = compiler.jit(act)
     self._obs, _ = self._env.reset(seed=seed)
 
   def run(self, n_vector_steps):

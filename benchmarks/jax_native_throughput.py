@@ -53,6 +53,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
+from rl import compiler  # noqa: E402  (the runner's compiler options, for both sides)
+
 ENV_ID = 'CartPole-v1'
 HPARAMS = dict(
     n_envs=4, n_steps=128, epochs=4, minibatches=4, lr=2.5e-4, adam_eps=1e-5,
@@ -209,7 +211,7 @@ class ScanLoop:
   """`n_updates` updates as one jitted `lax.scan`: one dispatch per call."""
 
   def __init__(self, update, state, n_updates):
-    self._run = jax.jit(lambda s: jax.lax.scan(lambda c, _: update(c), s, None,
+    self._run = compiler.jit(lambda s: jax.lax.scan(lambda c, _: update(c), s, None,
                                                length=n_updates))
     self.state = state
 
@@ -222,7 +224,7 @@ class PythonLoop:
   """`n_updates` calls of the jitted update from Python; one sync at the end."""
 
   def __init__(self, update, state, n_updates):
-    self._run = jax.jit(update)
+    self._run = compiler.jit(update)
     self._n = n_updates
     self.state = state
 
@@ -248,7 +250,7 @@ def measure_vmapped(args, init, update, steps_per_update, kind):
   # the CPU jaxlib spreads a batched QR over the same thread pool that runs
   # it; two of them on a 2-thread pool wait on each other for ever (seen as
   # a hang in block_until_ready, no CPU used).
-  one = jax.jit(init)
+  one = compiler.jit(init)
   states = jax.tree_util.tree_map(lambda *x: jnp.stack(x),
                                   *[one(seed) for seed in range(args.seeds)])
   loop_class = ScanLoop if kind == 'scan' else PythonLoop
@@ -379,7 +381,7 @@ def measure_runner_vmapped(args, trainer):
   steps = args.seeds * args.updates * HPARAMS['n_envs'] * HPARAMS['n_steps']
   stack = lambda tree: jax.tree_util.tree_map(  # noqa: E731
       lambda x: jnp.stack([x] * args.seeds), tree)
-  epoch = jax.jit(jax.vmap(trainer.jax_epoch, in_axes=(0, 0, None, None, None)),
+  epoch = compiler.jit(jax.vmap(trainer.jax_epoch, in_axes=(0, 0, None, None, None)),
                   static_argnums=4)
   current = [stack(trainer.train_state), stack(trainer.task.carry)]
 
@@ -429,7 +431,7 @@ def main():
         f'{args.repeats}, jax {jax.__version__} on {jax.default_backend()}, '
         f'{os.cpu_count()} cores, keys {args.key_impl}')
 
-  state = jax.jit(init)(0)
+  state = compiler.jit(init)(0)
   loops = {'scan': ScanLoop(update, state, args.updates),
            'loop': PythonLoop(update, state, args.updates)}
   runner, runner_call = build_runner(args)

@@ -31,6 +31,7 @@ import gin  # noqa: E402
 import jax  # noqa: E402
 import optax  # noqa: E402
 
+from rl import compiler  # noqa: E402
 from rl import cpu_dispatch  # noqa: E402
 from rl import keys as rl_keys  # noqa: E402
 from rl import run as run_lib  # noqa: E402,F401  (registers the configurables)
@@ -128,7 +129,7 @@ def recorded_fits(trainer):
       del trainer.fit  # the instance attribute; the class's method shows again
     return fits
 
-  outputs = jax.jit(update)(trainer.train_state, trainer.epoch_data())
+  outputs = compiler.jit(update)(trainer.train_state, trainer.epoch_data())
   return [Fit(name, data, carry, n_steps)
           for (name, n_steps), (data, carry) in zip(names, outputs)]
 
@@ -149,9 +150,9 @@ def floor_inputs(trainer, fit):
   batch_keys = jax.random.split(rl_keys.seed_key(0), fit.n_steps)
   data = fit.data
   if spec.prepare_fn is not None:
-    data = jax.jit(spec.prepare_fn)(data, batch_keys[0], fit.carry)
+    data = compiler.jit(spec.prepare_fn)(data, batch_keys[0], fit.carry)
 
-  @jax.jit
+  @compiler.jit
   def rows_of(data, batch_keys):
     # A loop, not vmap: rbg keys under vmap would all draw the first key's bits.
     return jax.lax.map(lambda key: spec.batches.take(data, spec.batches.draw(data, key)),
@@ -194,7 +195,7 @@ class FloorLoop:
         return dict(state, params=params, opt_state=opt_state), value
       return jax.lax.scan(step, state, inputs)
 
-    @jax.jit
+    @compiler.jit
     def scans(states, inputs):
       return [network_scan(spec, batch_of, state, x)
               for spec, batch_of, state, x in zip(specs, per_step, states, inputs)]

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rl import compiler
 from rl import jax_envs
 from rl import keys
 from rl.errors import ConfigError
@@ -86,8 +87,9 @@ class JaxTask(RLTask):
 
   @functools.cached_property
   def _reset(self):
-    return jax.jit(functools.partial(jax_envs.reset, self._env, self._params, n_envs=self.n_envs,
-                                     obs_dtype=self.observation_space.dtype))
+    return compiler.jit(functools.partial(jax_envs.reset, self._env, self._params,
+                                          n_envs=self.n_envs,
+                                          obs_dtype=self.observation_space.dtype))
 
   # -- what the trainer traces into its epoch -----------------------------------------
 
@@ -135,7 +137,7 @@ class JaxTask(RLTask):
             episode_return=jnp.zeros((n_steps, self.n_envs), jnp.float32)), self.gamma)[0])
     template = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
     self.carry = self.carry._replace(
-        replay=jax.jit(jax_envs.empty_replay, static_argnums=1)(template, self._n_replay_epochs))
+        replay=compiler.jit(jax_envs.empty_replay, static_argnums=1)(template, self._n_replay_epochs))
 
   def record_epoch(self, n_steps, n_segments, episode_returns):
     """Host bookkeeping of a collected epoch (the counters RLTask keeps)."""
@@ -178,7 +180,7 @@ class JaxTask(RLTask):
                         'evaluate it without --video.')
     play = self._play.get((policy.pure, n_episodes))
     if play is None:
-      play = jax.jit(functools.partial(
+      play = compiler.jit(functools.partial(
           jax_envs.play, self._env, self._params, self.action_space,
           self.observation_space.dtype, policy.pure, n_episodes=n_episodes,
           max_steps=self._episode_cap))

@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rl import compiler
+
 
 class Layout(NamedTuple):
   """Where each leaf of a packed tree sits in the vector (static: known when traced)."""
@@ -65,7 +67,7 @@ def unpack(vector, layout):
 
 
 class PackedJit:
-  """`jax.jit(fn)` for fn -> (kept, to_host): `to_host` comes back packed, as numpy.
+  """`compiler.jit(fn)` for fn -> (kept, to_host): `to_host` comes back packed, as numpy.
 
   A call returns (kept, to_host): `kept` as fn returns it (device arrays),
   `to_host` read back in one transfer. The layout is recorded when fn is
@@ -76,7 +78,7 @@ class PackedJit:
   def __init__(self, fn):
     self._fn = fn
     self._layout = None
-    self._jitted = jax.jit(self._packed)
+    self._jitted = compiler.jit(self._packed)
 
   def _packed(self, *args):
     kept, to_host = self._fn(*args)

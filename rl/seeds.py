@@ -17,6 +17,7 @@ import time
 
 import jax
 
+from rl import compiler
 from rl.errors import ConfigError
 from rl.errors import Interrupted
 from rl.errors import NonFiniteLossError
@@ -66,7 +67,7 @@ def train_together(runs):
   # configs are the same, only their parameters and keys differ.
   for trainer in trainers[1:]:
     trainer.share_programs(lead)
-  epoch = jax.jit(jax.vmap(lead.jax_epoch, in_axes=(0, 0, 0, 0, None)), static_argnums=4)
+  epoch = compiler.jit(jax.vmap(lead.jax_epoch, in_axes=(0, 0, 0, 0, None)), static_argnums=4)
   loops = [r.epoch_loop() for r in runs]
 
   def dispatch(states, ahead):

@@ -34,6 +34,7 @@ import gymnasium as gym
 import jax
 import numpy as np
 
+from rl import compiler
 from rl import envs as envs_lib
 from rl import frames as frames_lib
 from rl import jax_envs
@@ -49,7 +50,7 @@ Batch = collections.namedtuple(
 
 _ROW_FIELDS = Batch._fields
 
-_sample_jit = jax.jit(slices.sample, static_argnums=(2, 3, 4, 5, 6))
+_sample_jit = compiler.jit(slices.sample, static_argnums=(2, 3, 4, 5, 6))
 
 # Observations are stored in fixed-shape arrays and fed to the networks as
 # such; composite spaces (Tuple, Dict, ...) have no array shape.

@@ -52,6 +52,7 @@ import optax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from rl import compiler
 from rl import keys
 from rl.errors import ConfigError
 from rl.errors import NonFiniteLossError
@@ -244,7 +245,7 @@ def initialize_together(trainers):
 
   def initial_states(args):
     return [fn(*a) for (fn, _), a in zip(calls, args)]
-  for trainer, state in zip(trainers, jax.jit(initial_states)([a for _, a in calls])):
+  for trainer, state in zip(trainers, compiler.jit(initial_states)([a for _, a in calls])):
     trainer.state = state
 
 
@@ -312,10 +313,10 @@ class Trainer:
                           after_step, after_chunk, batch_sharding)
     # No buffer donation: target networks and acting models hold references to
     # the weights this returns, and donation would invalidate them.
-    self._epoch = jax.jit(functools.partial(fused_epoch, self.spec),
-                          static_argnames=('n_chunks', 'steps_per_chunk', 'n_eval_steps'))
-    self._apply = jax.jit(model.apply)
-    self._evaluate = jax.jit(functools.partial(evaluate_batch, self.spec))
+    self._epoch = compiler.jit(functools.partial(fused_epoch, self.spec),
+                               static_argnames=('n_chunks', 'steps_per_chunk', 'n_eval_steps'))
+    self._apply = compiler.jit(model.apply)
+    self._evaluate = compiler.jit(functools.partial(evaluate_batch, self.spec))
 
     self._checkpointer = None
     if output_dir is not None:

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rl import compiler
 from rl import keys
 from rl import metrics as metrics_lib
 from rl import packing
@@ -376,10 +377,10 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     self._act_pure = pure
     self._eval_acts = {}
     self._acting_name = next(name for name, t in self._trainers.items() if t is trainer)
-    self._act = jax.jit(pure, static_argnames=('temperature', 'update'))
+    self._act = compiler.jit(pure, static_argnames=('temperature', 'update'))
     # The collect loop's call, with its static arguments bound once: dispatch
     # then skips hashing keyword arguments on every env step.
-    self._act_collect = jax.jit(functools.partial(pure, temperature=1.0, update=True))
+    self._act_collect = compiler.jit(functools.partial(pure, temperature=1.0, update=True))
 
   def share_programs(self, other):
     """Acts and evaluates with `other`'s functions, so nothing compiles twice.
@@ -629,7 +630,7 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
   def _dispatch_epoch(self, epoch):
     """Starts `jax_epoch` of `epoch` from the current state; returns its (future) outputs."""
     if not hasattr(self, '_jax_epoch'):
-      self._jax_epoch = jax.jit(self.jax_epoch, static_argnames='n_steps')
+      self._jax_epoch = compiler.jit(self.jax_epoch, static_argnames='n_steps')
     return self._jax_epoch(self.train_state, self.task.carry, *self._epoch_args(epoch),
                            n_steps=self.jax_epoch_steps)
 

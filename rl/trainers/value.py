@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rl import advantages as advantages_lib
+from rl import compiler
 from rl import models
 from rl import slices
 from rl.errors import ConfigError
@@ -217,10 +218,12 @@ class ValueAgent(RLTrainer):
     self._margin = self._max_slice_length - 1
     self._sync_freq = int(sync_freq)
     self._value_scale = 1.0 / (1.0 - task.gamma) if scale_value_targets else 1.0
-    # One compiled call per epoch: evaluated op by op, the schedule's
-    # arithmetic compiled a small program for each operation (half a second
-    # of a cold start).
-    self._exploration_rate = jax.jit((exploration_rate or default_exploration_rate)())
+    # The schedule itself for `update`, where it is traced into the epoch's
+    # program; and compiled for the epsilon of each epoch's collection,
+    # one call per epoch: evaluated op by op, its arithmetic compiled a small
+    # program for each operation (half a second of a cold start).
+    self._exploration_schedule = (exploration_rate or default_exploration_rate)()
+    self._exploration_rate = compiler.jit(self._exploration_schedule)
     self._dist = EpsilonGreedy(self._n_actions)
 
   def build_networks(self):
@@ -336,7 +339,7 @@ class ValueAgent(RLTrainer):
         state, 'value', self.value_data(data['value']), self._value_train_steps,
         self._value_evals, self._value_eval_steps, carry=variables_of(state.nets['value']))
     state = state._replace(extra=dict(state.extra, target=target))
-    return state, {'value': result}, {'exploration_rate': self._exploration_rate(data['epoch'])}
+    return state, {'value': result}, {'exploration_rate': self._exploration_schedule(data['epoch'])}
 
 
 @gin.configurable(denylist=['task', 'output_dir'])

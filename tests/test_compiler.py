@@ -1,0 +1,106 @@
+"""rl.compiler: every program a run compiles is built with the runner's compiler options.
+
+A program compiled without them would compute slightly different numbers
+(and compile slower), so a run's numbers would depend on which path built
+it. Each run below starts in a fresh process with the compilation cache off,
+so every program it needs is compiled there and seen by JAX's monitoring.
+"""
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rl import compiler
+from run_helpers import ROOT
+
+# Records the names of the functions handed to compiler.jit (patched before
+# any rl module that builds programs at import is imported) and of every
+# program that rl's code compiles, then runs rl.run's main with the given
+# arguments (after the repository root).
+PROBE = """
+import functools, os, sys, traceback
+from jax import monitoring
+from rl import compiler
+
+built, compiled = set(), set()
+plain_jit = compiler.jit
+
+def name_of(fun):
+  while isinstance(fun, functools.partial):
+    fun = fun.func
+  return getattr(fun, '__name__', repr(fun))
+
+def recording_jit(fun, **kwargs):
+  built.add(f'jit({name_of(fun)})')
+  return plain_jit(fun, **kwargs)
+
+RL = os.path.join(sys.argv.pop(1), 'rl') + os.sep
+
+def from_rl():
+  # Whether the innermost caller outside jax is rl's code (not gymnax's own
+  # eager arithmetic, say, which no option of ours reaches).
+  for frame in reversed(traceback.extract_stack()[:-2]):
+    if os.sep + 'jax' in frame.filename or frame.filename.startswith('<'):
+      continue
+    return frame.filename.startswith(RL)
+  return False
+
+def on_event(event, duration, fun_name=None, **kwargs):
+  if event.endswith('backend_compile_duration') and from_rl():
+    compiled.add(fun_name)
+
+compiler.jit = recording_jit
+monitoring.register_event_duration_secs_listener(on_event)
+
+from absl import app
+from rl import run
+sys.argv = ['rl.run'] + sys.argv[1:]
+try:
+  app.run(run.main, flags_parser=run.flags_parser('rl.run'))
+except SystemExit as e:
+  assert not e.code, e.code
+print('COMPILED', sorted(compiled))
+print('WITHOUT', sorted(compiled - built))
+"""
+
+RUNS = {
+    'ppo': ('ppo_cartpole.gin', ['PPO.n_eval_episodes = 2', 'PPO.eval_every = 1']),
+    'dqn': ('dqn_cartpole.gin', ['RLTask.initial_trajectories = 2', 'DQN.n_eval_episodes = 2']),
+    'ppo_jax': ('ppo_cartpole_jax.gin', []),
+}
+
+
+@pytest.mark.parametrize('name', sorted(RUNS))
+def test_every_program_of_a_run_is_built_with_the_compiler_options(tmp_path, name):
+  config, bindings = RUNS[name]
+  args = [f'--config_file={ROOT}/configs/{config}', f'--output_dir={tmp_path}/run',
+          '--compilation_cache_dir=off']
+  for binding in ['train_rl.n_epochs = 2'] + bindings:
+    args.append(f'--config={binding}')
+  result = subprocess.run([sys.executable, '-c', PROBE, ROOT, *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
+  assert result.returncode == 0, result.stderr[-3000:]
+  lines = dict(line.split(' ', 1) for line in result.stdout.splitlines()
+               if line.startswith(('COMPILED', 'WITHOUT')))
+  # The probe saw the run's programs (the epoch's among them) ...
+  assert lines['COMPILED'].count('jit(') >= 3, lines['COMPILED']
+  # ... and every one of them was built by compiler.jit.
+  assert lines['WITHOUT'] == '[]', lines
+
+
+def test_xla_accepts_the_options_and_they_keep_a_program_s_results():
+  # An XLA that no longer knows an option refuses to compile; this says so
+  # by name rather than through every run failing.
+  def f(x, w):
+    h = jnp.tanh(x @ w)
+    return jnp.mean(h ** 2), jax.nn.log_softmax(h)
+  x = np.random.RandomState(0).randn(64, 8).astype(np.float32)
+  w = np.random.RandomState(1).randn(8, 8).astype(np.float32)
+  got = compiler.jit(f)(x, w)
+  want = f(x, w)
+  for g, e in zip(got, want):
+    np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
