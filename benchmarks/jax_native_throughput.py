@@ -212,7 +212,7 @@ class ScanLoop:
 
   def __init__(self, update, state, n_updates):
     self._run = compiler.jit(lambda s: jax.lax.scan(lambda c, _: update(c), s, None,
-                                               length=n_updates))
+                                                    length=n_updates))
     self.state = state
 
   def __call__(self):
@@ -382,7 +382,7 @@ def measure_runner_vmapped(args, trainer):
   stack = lambda tree: jax.tree_util.tree_map(  # noqa: E731
       lambda x: jnp.stack([x] * args.seeds), tree)
   epoch = compiler.jit(jax.vmap(trainer.jax_epoch, in_axes=(0, 0, None, None, None)),
-                  static_argnums=4)
+                       static_argnums=4)
   current = [stack(trainer.train_state), stack(trainer.task.carry)]
 
   def vmapped():

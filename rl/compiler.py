@@ -12,8 +12,9 @@ second either way), but the elemental ones compile about a third faster, and
 a CartPole run spends more of its first minute compiling than training:
 a2c_cartpole's training program compiles in about 2.0 s instead of 2.9 s,
 and a whole run's programs in about 3.2 s instead of 4.4 s. The two emitters
-round a few elementwise functions differently in the last bit, so the option
-is part of what a seed's numbers are. Other backends ignore it.
+order some fused reductions differently (the sum of squares of the gradient
+norm, for one), so their results differ in the last bits and the option is
+part of what a seed's numbers are. Other backends ignore it.
 
 JAX takes compiler options only on a top-level jit, so the small jitted
 helpers that also run inside the runner's programs (distributions' samplers,
