@@ -69,6 +69,7 @@ import yaml
 from launch import backends
 from launch import processes
 from launch.errors import SweepError
+from rl import compilation_cache
 from rl import jax_envs
 from rl import run as run_lib  # also defines the flags redefined below
 from rl.errors import UserError
@@ -297,7 +298,7 @@ def job(run, config_files, extra_config, output_dir, allow_config_change=False,
   Absolute here, on the driver: a Ray task runs in another working directory.
   Sweep bindings come last, so they win over a --config that binds the same name.
   """
-  if compilation_cache_dir and compilation_cache_dir.strip().lower() != 'off':
+  if compilation_cache_dir and not compilation_cache.is_off(compilation_cache_dir):
     compilation_cache_dir = os.path.abspath(os.path.expanduser(compilation_cache_dir))
   runs = run if together else [run]
   points = {point_of(r) for r in runs}

@@ -8,9 +8,9 @@ disk instead.
 
 Where, in order of precedence:
   1. rl.run's and rl.evaluate's --compilation_cache_dir flag, when given:
-     a folder, or '' (or 'off') for no cache;
+     a folder, or '', 'off' or 'none' for no cache;
   2. the RL_COMPILATION_CACHE_DIR environment variable, when set: a folder,
-     or '' or 'off' for no cache (it reaches every run of a sweep);
+     or '', 'off' or 'none' for no cache (it reaches every run of a sweep);
   3. $XDG_CACHE_HOME/rl/jax_compilation_cache, with XDG_CACHE_HOME defaulting
      to ~/.cache.
 
@@ -27,8 +27,15 @@ import tempfile
 import jax
 
 ENV_VAR = 'RL_COMPILATION_CACHE_DIR'
-# Values of the flag or the environment variable that turn the cache off.
-OFF = ('', 'off')
+# Values of the flag or the environment variable that turn the cache off
+# (any case, surrounding spaces ignored). 'none' among them: a user who types
+# it means no cache, not a folder of that name in the working directory.
+OFF = ('', 'off', 'none')
+
+
+def is_off(value):
+  """Whether a flag or environment value turns the cache off."""
+  return value.strip().lower() in OFF
 
 
 def default_dir(environ=None):
@@ -52,10 +59,9 @@ def resolve(flag_value=None, environ=None):
     value = environ[ENV_VAR]
   else:
     return default_dir(environ)
-  value = value.strip()
-  if value.lower() in OFF:
+  if is_off(value):
     return None
-  return os.path.abspath(os.path.expanduser(value))
+  return os.path.abspath(os.path.expanduser(value.strip()))
 
 
 def _writable(path):

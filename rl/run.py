@@ -68,8 +68,8 @@ flags.DEFINE_string('seeds', None, "Several seeds, e.g. '0-7' or '0,3,5': one or
 flags.DEFINE_bool('allow_config_change', False, 'Resume a run whose config differs '
                   'from the one it was started with (on purpose).')
 flags.DEFINE_string('compilation_cache_dir', None, "JAX's persistent compilation cache "
-                    "folder; '' turns the cache off. Default: $RL_COMPILATION_CACHE_DIR if "
-                    'set (a folder, or off), else $XDG_CACHE_HOME/rl/jax_compilation_cache '
+                    "folder; '', off or none turns the cache off. Default: "
+                    '$RL_COMPILATION_CACHE_DIR if set (a folder, or off), else $XDG_CACHE_HOME/rl/jax_compilation_cache '
                     '(~/.cache/rl/jax_compilation_cache).')
 
 CHECKPOINT_DIR = 'checkpoints'

@@ -66,7 +66,7 @@ def test_flag_beats_environment_variable_and_both_turn_it_off(tmp_path):
   environ = {compilation_cache.ENV_VAR: str(tmp_path / 'env'), 'XDG_CACHE_HOME': str(tmp_path)}
   assert compilation_cache.resolve(None, environ) == str(tmp_path / 'env')
   assert compilation_cache.resolve(str(tmp_path / 'flag'), environ) == str(tmp_path / 'flag')
-  for off in ('', 'off', 'OFF', ' off '):
+  for off in ('', 'off', 'OFF', ' off ', 'none', 'None'):
     assert compilation_cache.resolve(off, environ) is None
     assert compilation_cache.resolve(None, {compilation_cache.ENV_VAR: off}) is None
   # A relative folder is made absolute (runs of a sweep start elsewhere).
