@@ -137,7 +137,8 @@ class JaxTask(RLTask):
             episode_return=jnp.zeros((n_steps, self.n_envs), jnp.float32)), self.gamma)[0])
     template = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
     self.carry = self.carry._replace(
-        replay=compiler.jit(jax_envs.empty_replay, static_argnums=1)(template, self._n_replay_epochs))
+        replay=compiler.jit(jax_envs.empty_replay, static_argnums=1)(
+            template, self._n_replay_epochs))
 
   def record_epoch(self, n_steps, n_segments, episode_returns):
     """Host bookkeeping of a collected epoch (the counters RLTask keeps)."""

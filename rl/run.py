@@ -69,8 +69,8 @@ flags.DEFINE_bool('allow_config_change', False, 'Resume a run whose config diffe
                   'from the one it was started with (on purpose).')
 flags.DEFINE_string('compilation_cache_dir', None, "JAX's persistent compilation cache "
                     "folder; '', off or none turns the cache off. Default: "
-                    '$RL_COMPILATION_CACHE_DIR if set (a folder, or off), else $XDG_CACHE_HOME/rl/jax_compilation_cache '
-                    '(~/.cache/rl/jax_compilation_cache).')
+                    '$RL_COMPILATION_CACHE_DIR if set (a folder, or off), else '
+                    '$XDG_CACHE_HOME/rl/jax_compilation_cache (~/.cache/rl/jax_compilation_cache).')
 
 CHECKPOINT_DIR = 'checkpoints'
 CONFIG_FILE = 'config.gin'
