@@ -37,18 +37,25 @@ def _seed_key(seed):
   return jax.random.key(seed, impl=IMPL)
 
 
+def seed_word(seed):
+  """`seed` as the 32-bit word JAX keys it by (np.uint32), for compiled key makers.
+
+  JAX keys a seed by its low 32 bits, so every seed from -2**31 to 2**32 - 1
+  gives the key it gives op by op; a seed outside that range is refused.
+  """
+  seed = int(seed)
+  if not -2**31 <= seed < 2**32:
+    raise ConfigError(f'seed {seed} is out of range: use a seed from 0 to {2**32 - 1}.')
+  return np.uint32(seed % 2**32)
+
+
 def seed_key(seed):
   """The key of integer `seed`, in one compiled call.
 
   Made op by op, a key costs three small programs, compiled at a run's start
-  without the runner's compiler options, and three dispatches per key. JAX
-  keys a seed by its low 32 bits, so any seed from -2**31 to 2**32 - 1 goes
-  in as those bits; one outside that range is keyed as JAX does it op by op.
+  without the runner's compiler options, and three dispatches per key.
   """
-  seed = int(seed)
-  if -2**31 <= seed < 2**32:
-    return _seed_key(np.uint32(seed % 2**32))
-  return jax.random.key(seed, impl=IMPL)
+  return _seed_key(seed_word(seed))
 
 
 @compiler.jit
@@ -64,7 +71,7 @@ def seed_and_folded(seed, data):
   data)`; made op by op, those compile half a dozen small programs at a run's
   start (a few tenths of a second on a cold cache).
   """
-  return _seed_and_folded(np.int32(seed), np.uint32(data))
+  return _seed_and_folded(seed_word(seed), np.uint32(data))
 
 
 def to_data(key):

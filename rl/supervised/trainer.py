@@ -305,7 +305,7 @@ class Trainer:
       return {'params': params, 'model_state': variables, 'opt_state': tx.init(params),
               'step': jnp.zeros((), jnp.int32)}
     # The state is made by a pure function of these arguments (`initialize`).
-    self.initial_state_call = (initial_state, (np.int32(seed), *example_inputs))
+    self.initial_state_call = (initial_state, (keys.seed_word(seed), *example_inputs))
     self._state = None
     if initialize:
       initialize_together([self])
