@@ -86,15 +86,33 @@ def total_steps(trainer):
 
 
 class EpochLoop:
-  """The trainer's own train_epoch call, as rl.run makes it every epoch."""
+  """The trainer's own train_epoch call, as rl.run makes it every epoch.
+
+  The steps an epoch takes are counted on the first (compiling) call only:
+  reading a network's step count back from the device is a sync per
+  network that rl.run never makes, so the timed calls return that count;
+  `check` makes sure afterwards that every call took as many.
+  """
 
   def __init__(self, trainer):
     self._trainer = trainer
+    self._calls = 0
+    self._start = self._n_steps = None
 
   def __call__(self):
-    before = total_steps(self._trainer)
-    self._trainer.train_epoch()
-    return total_steps(self._trainer) - before
+    if self._n_steps is None:
+      self._start = total_steps(self._trainer)
+      self._trainer.train_epoch()
+      self._n_steps = total_steps(self._trainer) - self._start
+    else:
+      self._trainer.train_epoch()
+    self._calls += 1
+    return self._n_steps
+
+  def check(self):
+    taken = total_steps(self._trainer) - self._start
+    if taken != self._calls * self._n_steps:
+      raise RuntimeError(f'{self._calls} epochs took {taken} steps, not {self._n_steps} each')
 
 
 class Fit(NamedTuple):
@@ -230,6 +248,7 @@ def main():
     for _ in range(args.repeats):  # interleaved: load changes hit both alike
       epoch_rates.append(steps_per_second(epoch))
       floor_rates.append(steps_per_second(floor))
+    epoch.check()
     e, f = statistics.median(epoch_rates), statistics.median(floor_rates)
     ratios[name] = e / f
     networks = '+'.join(trainer._trainers)  # pylint: disable=protected-access

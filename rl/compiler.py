@@ -4,30 +4,130 @@ Every computation the runner compiles goes through `jit`, so a program's
 numbers depend on the program alone: not on which entry point built it, nor
 on XLA_FLAGS or on what else the process compiled before.
 
-The one option, `xla_cpu_use_fusion_emitters=False`, has XLA's CPU backend
-generate its fused kernels with its elemental IR emitters rather than its
-newer MLIR fusion emitters. Both make kernels that run equally fast on these
-programs (benchmarks/train_throughput.py: the same epoch and floor steps per
-second either way), but the elemental ones compile about a third faster, and
-a CartPole run spends more of its first minute compiling than training:
-a2c_cartpole's training program compiles in about 2.0 s instead of 2.9 s,
-and a whole run's programs in about 3.2 s instead of 4.4 s. The two emitters
-order some fused reductions differently (the sum of squares of the gradient
-norm, for one), so their results differ in the last bits and the option is
-part of what a seed's numbers are. Other backends ignore it.
+Which kernels: `compiler.fast_compile` (gin; True by default) has XLA's CPU
+backend generate its fused kernels with its elemental IR emitters
+(`xla_cpu_use_fusion_emitters=False`) rather than its newer MLIR fusion
+emitters. The elemental ones compile about a third faster and run slower:
+  * compile: a2c_cartpole's training program in about 2.0 s instead of
+    2.9 s, and a whole run's programs in about 3.2 s instead of 4.4 s;
+  * run: PPO's CartPole epoch 11% slower and DQN's 13%; over
+    ppo_cartpole's whole 100k-step budget, training 6-10% and collection
+    and evaluation 15-20% slower; ppo_halfcheetah's epoch trains 20% and
+    collects 14% slower.
+A CartPole run solved in thirty epochs spends more of its time compiling
+than training, so the classic-control configs keep the default; a run of
+minutes or hours (MuJoCo, Atari, MinAtar, LunarLander) wins back the extra
+second of compiling many times over, and its config sets
+`compiler.fast_compile = False`. The two emitters order some fused
+reductions differently (the sum of squares of the gradient norm, for one),
+so their results differ in the last bits: the binding is part of what a
+seed's numbers are, is recorded in the run's config, and a resume with it
+changed is refused like any other changed binding. Other backends ignore
+the option.
+
+The binding takes effect when the runner calls `configure` (after parsing
+the config, before building anything). A function made by `jit` looks the
+options up at every call and keeps one compiled function per set of
+options, so the programs made at import (the key makers) follow it too,
+and several runs in one process (tests, sweeps) each get their own.
 
 JAX takes compiler options only on a top-level jit, so the small jitted
 helpers that also run inside the runner's programs (distributions' samplers,
 the advantage estimators) keep plain `jax.jit`: inlined into a program, they
 are compiled with its options.
+
+Threefry, unrolled. JAX lowers its threefry hash on CPU as a loop of five
+iterations (elsewhere it writes the twenty rounds out), to keep programs
+that hash a great deal small. Every key split is a threefry hash, with the
+"rbg" keys as with the default ones, and the runner splits keys of a few
+words at every drawn batch and every acting step: there each iteration of
+that loop is a handful of tiny kernels of its own, and the loop costs tens
+of microseconds where the written-out rounds fuse into one kernel of a
+microsecond or two. `unroll_threefry` (run on import) registers the
+written-out lowering for CPU as well. The arithmetic is the same, so are
+the bits; PPO's twenty batch draws of an epoch take half the time, and the
+programs compile a little faster. It is process-wide (as JAX's own choice
+was); where JAX's internals have moved, it leaves JAX's choice in place.
 """
+import gin
 import jax
 
-# Passed to every compilation (`jax.jit(..., compiler_options=...)`); they
-# also enter the persistent compilation cache's keys.
-COMPILER_OPTIONS = {'xla_cpu_use_fusion_emitters': False}
+# The options of each choice of `configure`; they are passed to every
+# compilation (`jax.jit(..., compiler_options=...)`) and so also enter the
+# persistent compilation cache's keys.
+FAST_COMPILE_OPTIONS = {'xla_cpu_use_fusion_emitters': False}
+FAST_RUN_OPTIONS = {}
+
+# The options programs are compiled with now (set by `configure`).
+_options = dict(FAST_COMPILE_OPTIONS)
+
+
+@gin.configurable('compiler')
+def configure(fast_compile=True):
+  """Sets the options every program made by `jit` compiles with from now on.
+
+  Args:
+    fast_compile: True: XLA's elemental CPU emitters, whose programs compile
+      about a third faster and run 10-20% slower (short runs: the
+      classic-control configs); False: its fusion emitters (long runs). See
+      the module doc for the figures.
+  """
+  global _options  # pylint: disable=global-statement
+  _options = dict(FAST_COMPILE_OPTIONS if fast_compile else FAST_RUN_OPTIONS)
+
+
+def options():
+  """The compiler options programs are compiled with now (a copy)."""
+  return dict(_options)
+
+
+class _Jitted:
+  """`jax.jit(fun, **kwargs)` under the current options: one jitted function per set of options."""
+
+  def __init__(self, fun, kwargs):
+    self._fun = fun
+    self._kwargs = kwargs
+    self._by_options = {}
+
+  def current(self):
+    """The jax.jit function of the current options."""
+    key = tuple(sorted(_options.items()))
+    jitted = self._by_options.get(key)
+    if jitted is None:
+      jitted = self._by_options[key] = jax.jit(self._fun, compiler_options=dict(_options),
+                                               **self._kwargs)
+    return jitted
+
+  def __call__(self, *args, **kwargs):
+    return self.current()(*args, **kwargs)
+
+  def __getattr__(self, name):  # lower, eval_shape, trace, ...
+    if name.startswith('_'):
+      raise AttributeError(name)
+    return getattr(self.current(), name)
 
 
 def jit(fun, **kwargs):
-  """`jax.jit(fun, **kwargs)` compiled with COMPILER_OPTIONS."""
-  return jax.jit(fun, compiler_options=COMPILER_OPTIONS, **kwargs)
+  """`jax.jit(fun, **kwargs)`, compiled with the options `configure` set when called."""
+  return _Jitted(fun, kwargs)
+
+
+def unroll_threefry():
+  """Lowers threefry on CPU with its rounds written out (see the module doc).
+
+  Returns whether it did: False where this JAX lays out its threefry
+  lowering differently than expected, which leaves JAX's own.
+  """
+  try:
+    # pylint: disable=import-outside-toplevel
+    from jax._src.interpreters import mlir
+    from jax._src.random import threefry2x32
+    primitive = threefry2x32.threefry2x32_p
+    rule = threefry2x32._threefry2x32_lowering_rule  # pylint: disable=protected-access
+  except (ImportError, AttributeError):
+    return False
+  mlir.register_lowering(primitive, rule, platform='cpu')
+  return True
+
+
+UNROLLED_THREEFRY = unroll_threefry()

@@ -37,6 +37,7 @@ import gin
 # Imported for their gin registrations, so configs can name them.
 from rl import advantages  # pylint: disable=unused-import
 from rl import compilation_cache
+from rl import compiler
 from rl import cpu_dispatch
 from rl import distributions  # pylint: disable=unused-import
 from rl import jax_envs
@@ -593,6 +594,8 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
   if seed is not None:
     bindings.append(f'RLTask.seed = {int(seed)}')
   parse_config(config_files, bindings)
+  # Which kernels every program of the run compiles to (`compiler.fast_compile`).
+  construct(compiler.configure)
   # Before the process's first computation: runs whose envs step on the host
   # call their policy once a step and read it at once, so they dispatch inline.
   cpu_dispatch.choose(inline=not jax_envs.is_jax_env(configured_env()))
