@@ -58,8 +58,11 @@ import jax
 FAST_COMPILE_OPTIONS = {'xla_cpu_use_fusion_emitters': False}
 FAST_RUN_OPTIONS = {}
 
-# The options programs are compiled with now (set by `configure`).
+# The options programs are compiled with now (set by `configure`), and the
+# same as a hashable key, made once here rather than at every call of the
+# acting functions.
 _options = dict(FAST_COMPILE_OPTIONS)
+_options_key = tuple(sorted(_options.items()))
 
 
 @gin.configurable('compiler')
@@ -72,8 +75,9 @@ def configure(fast_compile=True):
       classic-control configs); False: its fusion emitters (long runs). See
       the module doc for the figures.
   """
-  global _options  # pylint: disable=global-statement
+  global _options, _options_key  # pylint: disable=global-statement
   _options = dict(FAST_COMPILE_OPTIONS if fast_compile else FAST_RUN_OPTIONS)
+  _options_key = tuple(sorted(_options.items()))
 
 
 def options():
@@ -91,11 +95,10 @@ class _Jitted:
 
   def current(self):
     """The jax.jit function of the current options."""
-    key = tuple(sorted(_options.items()))
-    jitted = self._by_options.get(key)
+    jitted = self._by_options.get(_options_key)
     if jitted is None:
-      jitted = self._by_options[key] = jax.jit(self._fun, compiler_options=dict(_options),
-                                               **self._kwargs)
+      jitted = self._by_options[_options_key] = jax.jit(
+          self._fun, compiler_options=dict(_options), **self._kwargs)
     return jitted
 
   def __call__(self, *args, **kwargs):
