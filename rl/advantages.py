@@ -88,7 +88,7 @@ def _reverse_scan(step, init, xs):
   return ys.T
 
 
-def _estimator(core, margin, every_row_core=None, **params):
+def _estimator(core, margin, every_row_core=None, bootstrap_row_core=None, **params):
   """Binds an estimator's configuration to its jitted core.
 
   The cores are jitted once at module level with only `margin` static, so
@@ -102,6 +102,14 @@ def _estimator(core, margin, every_row_core=None, **params):
   every_row(rewards, values, dones, mask, follows) -> [N], on [N] rows laid
   out trajectory after trajectory, where follows[t] says that row t + 1
   belongs to row t's trajectory.
+
+  An estimator whose advantage of row t reads the values of at most two rows,
+  t itself and one later row t + j, carries `bootstrap_row`:
+  bootstrap_row(dones, mask) -> [B, L - margin] int32 offsets j in 1..margin,
+  0 where no later value counts. It weighs every other row's value by an exact
+  zero, so a caller that fills those rows with any finite number (say, the
+  value of row t + j) gets the same advantages bit for bit, and need not
+  evaluate a network on them (DQN's target network).
   """
 
   def estimator(rewards, returns, values, dones, mask):
@@ -109,6 +117,8 @@ def _estimator(core, margin, every_row_core=None, **params):
 
   if every_row_core is not None:
     estimator.every_row = functools.partial(every_row_core, margin=margin, **params)
+  if bootstrap_row_core is not None:
+    estimator.bootstrap_row = functools.partial(bootstrap_row_core, margin=margin)
   return estimator
 
 
@@ -142,6 +152,38 @@ def _td_k_core(rewards, returns, values, dones, mask, gamma, margin):
     alive = alive * (1.0 - rows(dones, j))
   target = target + alive * gamma**k * rows(values, k)
   return (target - rows(values, 0)) * rows(mask, 0)
+
+
+@functools.partial(jax.jit, static_argnames=("margin",))
+def _td_k_bootstrap_row_core(dones, mask, margin):
+  """The row offset whose value `_td_k_core` bootstraps each output row from.
+
+  The same walk through the window as `_td_k_core`: the first mask-0 row
+  reached while still alive (a truncation: bootstrap from the final
+  observation), else row k if no termination came first, else none (0).
+  """
+  dones, mask = (jnp.asarray(x, jnp.float32) for x in (dones, mask))
+  k = margin
+  n_out = _trim(dones, k).shape[1]
+
+  def rows(x, j):
+    return x[:, j:j + n_out]
+
+  row = jnp.zeros(rows(dones, 0).shape, jnp.int32)
+  alive = jnp.ones_like(rows(dones, 0))
+  for j in range(k):
+    if j > 0:
+      row = jnp.where(alive * (1.0 - rows(mask, j)) > 0, j, row)
+      alive = alive * rows(mask, j)
+    alive = alive * (1.0 - rows(dones, j))
+  return jnp.where(alive > 0, k, row)
+
+
+@functools.partial(jax.jit, static_argnames=("margin",))
+def _no_bootstrap_row_core(dones, mask, margin):
+  """No later row's value counts (Monte-Carlo returns): offsets of 0."""
+  del mask
+  return jnp.zeros(_trim(jnp.asarray(dones), margin).shape, jnp.int32)
 
 
 @functools.partial(jax.jit, static_argnames=("margin",))
@@ -229,13 +271,15 @@ def _gae_every_row_core(rewards, values, dones, mask, follows, gamma, lambda_, m
 def monte_carlo(gamma, margin):
   """A_t = G_t - V_t with the stored (non-bootstrapped) returns; gamma is unused."""
   del gamma  # The returns were already discounted when they were stored.
-  return _estimator(_monte_carlo_core, _check_margin(margin))
+  return _estimator(_monte_carlo_core, _check_margin(margin),
+                    bootstrap_row_core=_no_bootstrap_row_core)
 
 
 @gin.configurable("td_k")
 def td_k(gamma, margin):
   """k-step TD advantage with k = margin (cut short by termination or a mask-0 row)."""
-  return _estimator(_td_k_core, _check_margin(margin, minimum=1), gamma=gamma)
+  return _estimator(_td_k_core, _check_margin(margin, minimum=1),
+                    bootstrap_row_core=_td_k_bootstrap_row_core, gamma=gamma)
 
 
 @gin.configurable("td_lambda")

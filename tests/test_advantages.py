@@ -67,6 +67,44 @@ def test_td_k_by_hand():
   np.testing.assert_allclose(a, [[-0.5, 1.5, -3, 0], [-0.5, 4, 2, 0]], atol=1e-6)
 
 
+def test_td_k_bootstrap_row_by_hand():
+  # k = 2, the offset of the one later row whose value each row's target reads:
+  # TERMINATED: t0 -> 2 (V2 above); t1, t2 -> 0 (the termination at row 2 comes
+  #             first); t3 -> 1 (row 4 is padding: mask 0 cuts the window).
+  # TRUNCATED:  t0 -> 2; t1 -> 2 (V3, the final observation); t2 -> 1 (V3);
+  #             t3 -> 1.
+  _, _, _, dones, mask = example()
+  np.testing.assert_array_equal(td_k(GAMMA, 2).bootstrap_row(dones, mask),
+                                [[2, 0, 0, 1], [2, 2, 1, 1]])
+  np.testing.assert_array_equal(monte_carlo(GAMMA, 2).bootstrap_row(dones, mask),
+                                np.zeros((2, 4)))
+  assert not hasattr(gae(GAMMA, 2, LAMBDA), "bootstrap_row")
+
+
+@pytest.mark.parametrize("margin", [1, 2, 4])
+@pytest.mark.parametrize("make", [td_k, monte_carlo], ids=["td_k", "monte_carlo"])
+def test_only_the_bootstrap_rows_value_counts_bit_for_bit(make, margin):
+  # Keeping row t's value and its bootstrap row's, and zeroing every other
+  # row, leaves the advantage of row t exactly as it was.
+  rng = np.random.default_rng(margin)
+  length = margin + 3
+  rewards, returns, values = rng.normal(size=(3, 64, length)).astype(np.float32)
+  dones = (rng.random((64, length)) < 0.15).astype(np.float32)
+  mask = (rng.random((64, length)) < 0.85).astype(np.float32)
+  estimator = make(GAMMA, margin)
+  full = np.asarray(estimator(rewards, returns, values, dones, mask))
+  offsets = np.asarray(estimator.bootstrap_row(dones, mask))
+  assert set(np.unique(offsets)) <= set(range(margin + 1))
+  for t in range(full.shape[1]):
+    kept = np.zeros_like(values)
+    kept[:, t] = values[:, t]
+    later = offsets[:, t] > 0
+    columns = t + offsets[later, t]
+    kept[later, columns] = values[later, columns]
+    part = np.asarray(estimator(rewards, returns, kept, dones, mask))
+    np.testing.assert_array_equal(part[:, t], full[:, t])
+
+
 def test_td_k_one_step_by_hand():
   # k = 1: A = r + 0.5 (1 - d) V_next - V.
   # TERMINATED: [1 + 1 - 4, 2 + 3 - 2, 3 + 0 - 6, 0, 0] = [-2, 3, -3, 0, 0]

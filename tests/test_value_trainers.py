@@ -217,6 +217,36 @@ def test_double_dqn_targets_through_the_task_use_the_online_argmax():
                              rtol=1e-6)
 
 
+@pytest.mark.parametrize('trainer_class', [DQN, DoubleDQN])
+def test_targets_from_two_rows_equal_those_from_every_row_bit_for_bit(trainer_class):
+  # DQN evaluates its networks only on each slice's first row and the row its
+  # n-step target bootstraps from; the targets must be exactly those of the
+  # networks run on all n + 1 rows, whatever the terminations and cuts.
+  task = task_for('CartPole-v1')
+  trainer = trainer_class(task, max_slice_length=5, **TINY)
+  rng = np.random.default_rng(0)
+  shape = (64, 5)
+  fields = {'observation': jnp.asarray(rng.normal(size=shape + (4,)), jnp.float32),
+            'reward': jnp.asarray(rng.normal(size=shape), jnp.float32),
+            'return_': jnp.zeros(shape, jnp.float32),
+            'done': jnp.asarray(rng.random(shape) < 0.15, jnp.float32),
+            'mask': jnp.asarray(rng.random(shape) < 0.85, jnp.float32)}
+  online = trainer._value_trainer.variables
+  target = jax.tree_util.tree_map(lambda x: x * 1.5 + 0.1, online)
+  obs = fields['observation']
+  q_target = trainer._q_values(target, obs)
+  if trainer_class is DoubleDQN:
+    values = value.double_q_values(q_target, trainer._q_values(online, obs))
+  else:
+    values = value.greedy_values(q_target)
+  every_row = value.q_targets(advantages.td_k(task.gamma, 4), fields['reward'],
+                              fields['return_'], values, fields['done'], fields['mask'])
+  two_rows = jax.jit(trainer.targets)(target, online, fields)
+  assert len(np.unique(np.asarray(trainer._estimator.bootstrap_row(
+      fields['done'], fields['mask'])))) == 5  # every offset 0..4 occurs
+  np.testing.assert_array_equal(two_rows, every_row)
+
+
 # -- 3. target sync, exploration, replay ---------------------------------------------------
 
 SCHEDULE = functools.partial(lr_schedules.multifactor, factors='constant * decay_every',

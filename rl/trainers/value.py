@@ -70,6 +70,26 @@ def double_q_values(q_target, q_online):
   return jnp.take_along_axis(q_target, best[..., None], axis=-1)[..., 0]
 
 
+def take_rows(x, rows):
+  """x[b, rows[b]] of every slice b: [B, L, ...] and [B] -> [B, ...]."""
+  index = rows.reshape(rows.shape + (1,) * (x.ndim - 1))
+  return jnp.take_along_axis(x, index, axis=1)[:, 0]
+
+
+def spread_bootstrap_values(values, rows, length):
+  """[B, 2] values (first row, bootstrap row) -> [B, length] for an estimator.
+
+  Row 0 keeps its value, row `rows[b]` gets the bootstrap value and every
+  other row zero: the estimator weighs those by exact zeros, so the targets
+  are the ones of every row's value bit for bit. (A filler equal to the
+  bootstrap value would not do: XLA then factors the shared operand out of
+  the estimator's sum, which rounds differently.)
+  """
+  later = jnp.arange(1, length)[None, :] == rows[:, None]
+  later = jnp.where(later, values[:, 1:], jnp.zeros((), values.dtype))
+  return jnp.concatenate([values[:, :1], later], axis=1)
+
+
 def q_targets(estimator, rewards, returns, values, dones, mask):
   """Regression targets y [B, L - margin] of the first positions of each slice.
 
@@ -371,11 +391,21 @@ class DQN(ValueAgent):
 
   def targets(self, target_variables, online_variables, fields):
     obs = fields['observation']
+    bootstrap_row = getattr(self._estimator, 'bootstrap_row', None)
+    if bootstrap_row is not None:
+      # n-step (and Monte-Carlo) targets read the values of two rows of a
+      # slice: its first and the one they bootstrap from. Evaluating the
+      # networks on those two instead of all n + 1 is most of a gradient
+      # step's arithmetic saved, and the targets stay the same bit for bit.
+      rows = bootstrap_row(fields['done'], fields['mask'])[:, 0]
+      obs = jnp.stack([obs[:, 0], take_rows(obs, rows)], axis=1)
     q_target = self._q_values(target_variables, obs)
     if self._double:
       values = double_q_values(q_target, self._q_values(online_variables, obs))
     else:
       values = greedy_values(q_target)
+    if bootstrap_row is not None:
+      values = spread_bootstrap_values(values, rows, fields['reward'].shape[1])
     return q_targets(self._estimator, fields['reward'], fields['return_'], values,
                      fields['done'], fields['mask'])
 
