@@ -92,7 +92,7 @@ class EpochResult(NamedTuple):
   metrics: dict  # name -> scalar: the last chunk's metrics
   learning_rate: jax.Array  # of the last step taken
   step: jax.Array  # optimizer steps after the epoch
-  loss_after: jax.Array  # the last batch's loss under the epoch's final weights
+  weights_l2: jax.Array  # global norm of the final weights (checked to be finite)
 
 
 def variables_of(state):
@@ -160,7 +160,7 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
     return spec.loss_fn(output, batch)
 
   def train_step(data, taken, loop, given):
-    state, carry, _ = loop
+    state, carry = loop
     batch = make_batch(data, given, carry, variables_of(state), taken)
     (value, metrics), grads = jax.value_and_grad(loss, has_aux=True)(
         state['params'], state['model_state'], batch)
@@ -169,7 +169,7 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
     state = dict(state, params=params, opt_state=opt_state, step=state['step'] + 1)
     if spec.after_step is not None:
       carry = spec.after_step(carry, variables_of(state), state['step'])
-    return (state, carry, batch), (value, optax.tree.norm(grads), metrics)
+    return (state, carry), (value, optax.tree.norm(grads), metrics)
 
   def chunk(loop, given):
     state, key, carry = loop
@@ -181,13 +181,8 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
     taken = False
     if spec.batches is not None:
       key, train_given, taken = steps_given(chunk_data, key, steps_per_chunk)
-    # The step's batch rides along, so the last one can be checked afterwards.
-    template = jax.eval_shape(
-        lambda: make_batch(chunk_data, jax.tree_util.tree_map(lambda x: x[0], train_given),
-                           carry, variables_of(state), taken))
-    empty = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), template)
-    (state, carry, last_batch), (values, norms, metrics) = jax.lax.scan(
-        functools.partial(train_step, chunk_data, taken), (state, carry, empty),
+    (state, carry), (values, norms, metrics) = jax.lax.scan(
+        functools.partial(train_step, chunk_data, taken), (state, carry),
         train_given, length=steps_per_chunk)
     # The metrics of the chunk's own batches, from the gradient pass...
     metrics = (jax.tree_util.tree_map(lambda m: jnp.mean(m, axis=0), metrics)
@@ -205,10 +200,13 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
       metrics = jax.tree_util.tree_map(lambda m: jnp.mean(m, axis=0), metrics)
     if spec.after_chunk is not None:
       carry = spec.after_chunk(carry, variables_of(state))
-    # The loss of the last batch under the weights its step made: an update
-    # that took the weights somewhere the loss is NaN stops the run now, not
-    # an epoch (and maybe a checkpoint of those weights) later.
-    after, _ = loss(state['params'], state['model_state'], last_batch)
+    # Every step's loss is checked, but it is the loss before that step's
+    # update; the norm of the weights the last update made is checked too,
+    # so weights gone NaN or infinite stop the run now, not an epoch (and
+    # maybe a checkpoint of them) later. Cheaper than the loss of the last
+    # batch again, and weights that are finite leave any NaN loss they give
+    # to the next epoch's first step, before anything saves them.
+    after = optax.tree.norm(state['params'])
     return (state, key, carry), (values, norms, metrics, after)
 
   if n_chunks == 1:
@@ -428,9 +426,10 @@ class Trainer:
                                  step - n_steps + int(bad[0]) + 1)
       train_key = self._loss_name if self._loss_name not in result.metrics else (
           'train_' + self._loss_name)
-      after = float(result.loss_after)
-      if not np.isfinite(after):
-        raise NonFiniteLossError(self._loss_name, after, step)
+      weights_l2 = float(result.weights_l2)
+      if not np.isfinite(weights_l2):
+        raise NonFiniteLossError(f'global norm of the weights trained on {self._loss_name}',
+                                 weights_l2, step)
       results[train_key] = float(losses.mean())
       results['gradients_l2'] = float(np.mean(result.gradients_l2))
       results['steps_per_second'] = n_steps / seconds
