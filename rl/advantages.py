@@ -107,9 +107,8 @@ def _estimator(core, margin, every_row_core=None, bootstrap_row_core=None, **par
   t itself and one later row t + j, carries `bootstrap_row`:
   bootstrap_row(dones, mask) -> [B, L - margin] int32 offsets j in 1..margin,
   0 where no later value counts. It weighs every other row's value by an exact
-  zero, so a caller that fills those rows with any finite number (say, the
-  value of row t + j) gets the same advantages bit for bit, and need not
-  evaluate a network on them (DQN's target network).
+  zero, so a caller that puts zeros in those rows gets the same advantages bit
+  for bit, and need not evaluate a network on them (DQN's target network).
   """
 
   def estimator(rewards, returns, values, dones, mask):

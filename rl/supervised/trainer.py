@@ -203,9 +203,9 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
     # Every step's loss is checked, but it is the loss before that step's
     # update; the norm of the weights the last update made is checked too,
     # so weights gone NaN or infinite stop the run now, not an epoch (and
-    # maybe a checkpoint of them) later. Cheaper than the loss of the last
-    # batch again, and weights that are finite leave any NaN loss they give
-    # to the next epoch's first step, before anything saves them.
+    # maybe a checkpoint of them) later. It is cheaper than the last batch's
+    # loss under the new weights, and finite weights whose loss is NaN are
+    # caught by the next epoch's first step.
     after = optax.tree.norm(state['params'])
     return (state, key, carry), (values, norms, metrics, after)
 
