@@ -79,6 +79,7 @@ def _pack_small(tree, limit=None):
   index, chunks, offset = [], [], 0
 
   def walk(node, path):
+    nonlocal offset
     if isinstance(node, dict):
       out = {}
       for k, v in node.items():
@@ -89,7 +90,6 @@ def _pack_small(tree, limit=None):
     if node.nbytes > limit:
       return node
     data = np.ascontiguousarray(node).view(np.uint8).reshape(-1)
-    nonlocal offset
     index.append([path, node.dtype.str, list(node.shape), offset])
     chunks.append(data)
     offset += data.size
