@@ -18,14 +18,27 @@ from rl import compiler
 
 
 class Layout(NamedTuple):
-  """Where each leaf of a packed tree sits in the vector (static: known when traced)."""
+  """Where each leaf of a packed tree sits in the vector (static: known when traced).
+
+  The spans are worked out once, when the tree is packed: unpacking runs
+  on the host after every epoch, and a numpy product per leaf shape there
+  cost more than the unpacking itself.
+  """
   treedef: Any
   shapes: tuple
   dtypes: tuple
+  spans: tuple  # (start, end) of each leaf in the vector
+  size: int  # elements in the vector
 
-  @property
-  def size(self):
-    return sum(int(np.prod(shape, dtype=np.int64)) for shape in self.shapes)
+
+def layout_of(treedef, shapes, dtypes):
+  """The Layout of leaves of these shapes and dtypes, packed one after the other."""
+  spans, offset = [], 0
+  for shape in shapes:
+    end = offset + int(np.prod(shape, dtype=np.int64))
+    spans.append((offset, end))
+    offset = end
+  return Layout(treedef, tuple(shapes), tuple(dtypes), tuple(spans), offset)
 
 
 def pack(tree):
@@ -44,25 +57,30 @@ def pack(tree):
       parts.append(jax.lax.bitcast_convert_type(leaf, jnp.uint32).ravel())
     else:
       raise TypeError(f'cannot pack a leaf of dtype {leaf.dtype}: only 32-bit and bool leaves')
-  layout = Layout(treedef, tuple(leaf.shape for leaf in leaves),
-                  tuple(np.dtype(leaf.dtype) for leaf in leaves))
+  layout = layout_of(treedef, [leaf.shape for leaf in leaves],
+                     [np.dtype(leaf.dtype) for leaf in leaves])
   vector = jnp.concatenate(parts) if parts else jnp.zeros((0,), jnp.uint32)
   return vector, layout
 
 
 def unpack(vector, layout):
-  """The tree `pack` packed, as numpy arrays, from its vector (read back once) and Layout."""
+  """The tree `pack` packed, from its vector (read back once) and Layout.
+
+  Leaves come back as numpy arrays, 0-d ones as numpy scalars (indexed out
+  of one view of the vector per dtype, rather than a view and a reshape
+  each), bit for bit either way.
+  """
   vector = np.asarray(vector)
   if vector.shape != (layout.size,):
     raise ValueError(f'a packed vector of shape {vector.shape} does not fit its layout '
                      f'({layout.size} elements)')
-  leaves, offset = [], 0
-  for shape, dtype in zip(layout.shapes, layout.dtypes):
-    n = int(np.prod(shape, dtype=np.int64))
-    words = vector[offset:offset + n]
-    offset += n
-    leaf = words.astype(bool) if dtype == np.bool_ else words.view(dtype)
-    leaves.append(leaf.reshape(shape))
+  views = {}
+  leaves = []
+  for (start, end), shape, dtype in zip(layout.spans, layout.shapes, layout.dtypes):
+    view = views.get(dtype)
+    if view is None:
+      view = views[dtype] = vector.astype(bool) if dtype == np.bool_ else vector.view(dtype)
+    leaves.append(view[start] if shape == () else view[start:end].reshape(shape))
   return jax.tree_util.tree_unflatten(layout.treedef, leaves)
 
 

@@ -12,6 +12,18 @@ def test_masked_mean_ignores_padding():
   assert float(losses.masked_mean(x, np.zeros_like(mask))) == 0.0
 
 
+def test_masked_means_are_masked_means_in_one_reduction():
+  # Real steps (mask 1): x 1 and 3 -> 2; y 4 and -2 -> 1; the padding's inf stays out.
+  mask = np.array([[1.0, 1.0, 0.0]])
+  means = losses.masked_means(mask, x=np.array([[1.0, 3.0, 100.0]]),
+                              y=np.array([[4.0, -2.0, np.inf]]))
+  assert list(means) == ['x', 'y']
+  assert float(means['x']) == pytest.approx(2.0)
+  assert float(means['y']) == pytest.approx(1.0)
+  assert float(losses.masked_means(np.zeros_like(mask), x=np.ones((1, 3)))['x']) == 0.0
+  assert losses.masked_means(mask) == {}
+
+
 def test_reinforce_loss_by_hand():
   # Real steps: returns 1 and 3 -> mean 2, std 1 -> weights -1, +1.
   # log-probs -0.5 and -0.1: loss = -((-0.5)(-1) + (-0.1)(+1)) / 2 = -0.2.

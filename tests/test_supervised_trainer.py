@@ -14,6 +14,8 @@ from rl.errors import NonFiniteLossError
 from rl.supervised import optimizers
 from rl.supervised.trainer import DeviceBatches
 from rl.supervised.trainer import Trainer
+from rl.supervised.trainer import summarize
+from rl.supervised.trainer import weights_norm
 
 
 def regression_stream(seed=0, batch=32):
@@ -106,6 +108,26 @@ def test_nan_loss_is_reported_with_its_name():
                     inputs=lambda: regression_stream(0), loss_name='value_loss')
   with pytest.raises(NonFiniteLossError, match="'value_loss' became"):
     trainer.train_epoch(20)
+
+
+def test_epoch_summary_names_the_first_non_finite_step():
+  losses = jnp.array([1.0, 3.0, jnp.nan, jnp.inf])
+  norms = jnp.array([2.0, 4.0, 6.0, 8.0])
+  result = summarize(losses[:2], norms[:2], {}, 0.1, 7, 1.0)
+  assert (int(result.n_steps), float(result.loss), float(result.gradients_l2)) == (2, 2.0, 3.0)
+  assert int(result.first_non_finite) == 2  # none: n_steps
+  result = summarize(losses, norms, {}, 0.1, 7, 1.0)
+  assert int(result.first_non_finite) == 2 and np.isnan(float(result.non_finite_loss))
+  result = summarize(losses[1:], norms[1:], {}, 0.1, 7, 1.0)
+  assert int(result.first_non_finite) == 1
+  empty = summarize(jnp.zeros((0,)), jnp.zeros((0,)), {}, 0.1, 7, 1.0)
+  assert int(empty.n_steps) == 0
+
+
+def test_weights_norm_is_the_global_norm():
+  params = {'a': jnp.array([[3.0, 0.0]]), 'b': {'c': jnp.array([4.0])}}
+  assert float(weights_norm(params)) == pytest.approx(5.0)
+  assert float(weights_norm({})) == 0.0
 
 
 def test_standalone_checkpoint_resumes(tmp_path):

@@ -333,12 +333,12 @@ class ActorCriticTrainer(PolicyTrainer):
     old_log_probs = dist.log_prob(batch.dist_inputs, batch.action)
     entropy = dist.entropy(dist_inputs)
     loss, metrics = self.policy_loss_given(log_probs, old_log_probs, advantages, entropy, mask)
-    mean = losses.masked_mean(batch.advantage, mask)
+    means = losses.masked_means(mask, advantage_mean=batch.advantage, policy_entropy=entropy)
+    deviation = batch.advantage - means['advantage_mean']
     return loss, {
         'policy_loss': loss,
-        'advantage_mean': mean,
-        'advantage_std': jnp.sqrt(losses.masked_mean((batch.advantage - mean) ** 2, mask)),
-        'policy_entropy': losses.masked_mean(entropy, mask),
+        'advantage_std': jnp.sqrt(losses.masked_mean(deviation ** 2, mask)),
+        **means,
         **metrics,
     }
 

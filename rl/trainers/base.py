@@ -551,12 +551,12 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     return self.with_net(state, name, model_state=state.acting.model_state)
 
   def epoch_metrics(self, results, extra, start):
-    """The host metrics of `update`'s outputs (NonFiniteLossError on a NaN loss)."""
+    """The host metrics of `update`'s outputs, read back already (NonFiniteLossError on a NaN loss)."""
     metrics = {}
     for name, result in results.items():
       metrics.update(prefix_trainer_metrics(self._trainers[name].results(result, start),
                                             self.metric_prefixes.get(name, '')))
-    metrics.update({k: float(v) for k, v in jax.device_get(extra).items()})
+    metrics.update({k: float(v) for k, v in extra.items()})
     return metrics
 
   # -- JAX-native envs: the whole epoch in one call ------------------------------------
@@ -619,7 +619,8 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     else:
       self.train_state, self.task.carry = outputs[0], outputs[1]
     _, _, results, extra, (returns, ended), n_segments = outputs
-    returns, ended, n_segments = jax.device_get((returns, ended, n_segments))
+    results, extra, returns, ended, n_segments = jax.device_get(
+        (results, extra, returns, ended, n_segments))
     # Episodes in the order they ended (step-major, then env), as on the host.
     episode_returns = [float(r) for r in returns[ended]]
     self.task.record_epoch(self._n_interactions, n_segments, episode_returns)
