@@ -18,7 +18,12 @@ A CartPole run solved in thirty epochs spends more of its time compiling
 than training, so the classic-control configs keep the default; a run of
 minutes or hours (MuJoCo, Atari, MinAtar, LunarLander) wins back the extra
 second of compiling many times over, and its config sets
-`compiler.fast_compile = False`.
+`compiler.fast_compile = False`. The two emitters order some fused
+reductions differently (the sum of squares of the gradient norm, for one),
+so their results differ in the last bits: the binding is part of what a
+seed's numbers are, is recorded in the run's config, and a resume with it
+changed is refused like any other changed binding. Other backends ignore
+the option.
 
 The same choice says whether the matrix products XLA hands to Eigen run on
 XLA's thread pool (`xla_cpu_multi_thread_eigen`). The short runs' networks
@@ -29,12 +34,7 @@ PPO's CartPole epoch 3-4% faster, DQN's 3%, A2C's 4%, PPOJoint's 1%,
 with the same bits on every classic-control config. The long runs' configs
 keep the pool, for the larger products of their networks on machines with
 more cores (on 2 cores MinAtar's and HalfCheetah's epochs ran the same either
-way). The two emitters order some fused
-reductions differently (the sum of squares of the gradient norm, for one),
-so their results differ in the last bits: the binding is part of what a
-seed's numbers are, is recorded in the run's config, and a resume with it
-changed is refused like any other changed binding. Other backends ignore
-the option.
+way).
 
 The binding takes effect when the runner calls `configure` (after parsing
 the config, before building anything). A function made by `jit` looks the
