@@ -551,7 +551,10 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     return self.with_net(state, name, model_state=state.acting.model_state)
 
   def epoch_metrics(self, results, extra, start):
-    """The host metrics of `update`'s outputs, read back already (NonFiniteLossError on a NaN loss)."""
+    """The host metrics of `update`'s outputs, read back already.
+
+    Raises NonFiniteLossError on a NaN or infinite loss, weight norm or metric.
+    """
     metrics = {}
     for name, result in results.items():
       metrics.update(prefix_trainer_metrics(self._trainers[name].results(result, start),

@@ -85,18 +85,13 @@ def ppo_loss(log_probs, old_log_probs, advantages, entropy, mask, epsilon, entro
 
 def ppo_diagnostics(log_probs, old_log_probs, mask, epsilon):
   """Clip fraction and approximate KL (mean of (rho - 1) - log rho, always >= 0)."""
-  return masked_means(mask, **ppo_step_diagnostics(log_probs, old_log_probs, epsilon))
-
-
-def ppo_step_diagnostics(log_probs, old_log_probs, epsilon):
-  """Every step's probability ratio, whether it was clipped, and its KL term (ppo_diagnostics's means)."""
   log_ratio = log_probs - old_log_probs
   ratio = jnp.exp(log_ratio)
-  return {
-      'probs_ratio_mean': ratio,
-      'clip_fraction': (jnp.abs(ratio - 1.0) > epsilon).astype(ratio.dtype),
-      'approximate_kl_divergence': (ratio - 1.0) - log_ratio,
-  }
+  return masked_means(
+      mask,
+      probs_ratio_mean=ratio,
+      clip_fraction=(jnp.abs(ratio - 1.0) > epsilon).astype(ratio.dtype),
+      approximate_kl_divergence=(ratio - 1.0) - log_ratio)
 
 
 def awr_weights(advantages, mask, beta, w_max, thresholds=None):
