@@ -1,7 +1,7 @@
 """Install `rl`: a gin-configured JAX experiment runner for reinforcement learning."""
 from setuptools import find_packages, setup
 
-# The optional envs' packages, one extra each (rl.envs names the extra an env
+# The optional envs' packages, one extra each (rl.envs.registry names the extra an env
 # lacks). Not gymnasium's own extras: its box2d extra also brings pygame-ce, which
 # clashes with the video extra's pygame, and its atari extra lacks OpenCV.
 ATARI = ["ale-py>=0.12.1,<0.13", "opencv-python-headless>=5.0,<6"]

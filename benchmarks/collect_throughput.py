@@ -28,12 +28,12 @@ import numpy as np  # noqa: E402
 
 from rl import compiler  # noqa: E402
 from rl import cpu_dispatch  # noqa: E402
-from rl import distributions  # noqa: E402
-from rl import envs as envs_lib  # noqa: E402
+from rl.ops import distributions  # noqa: E402
+from rl.envs import registry as envs_lib  # noqa: E402
 from rl import keys  # noqa: E402
-from rl import models  # noqa: E402
-from rl.task import RLTask  # noqa: E402
-from rl.trainers.actor_critic import A2C  # noqa: E402
+from rl.nets import models  # noqa: E402
+from rl.envs.gym_task import RLTask  # noqa: E402
+from rl.algorithms.actor_critic import A2C  # noqa: E402
 
 
 def _parse_args():

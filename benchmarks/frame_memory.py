@@ -25,8 +25,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-from rl import slices  # noqa: E402
-from rl.task import RLTask  # noqa: E402
+from rl.data import slices  # noqa: E402
+from rl.envs.gym_task import RLTask  # noqa: E402
 
 ENV = 'ALE/Pong-v5'
 N_STACKED = 4

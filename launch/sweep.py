@@ -17,7 +17,7 @@ status ('pending' | 'finished' | 'failed' | 'interrupted') and, for failed
 ones, the error line; 'log' names the run's log file, relative to <output_dir>.
 
 JAX-native grid points: a grid point whose parsed config binds RLTask.env to
-a JAX-native env ('gymnax:<id>', rl.jax_envs) runs its seeds as ONE
+a JAX-native env ('gymnax:<id>', rl.envs.gymnax_envs) runs its seeds as ONE
   python -m rl.run --seeds=<a,b,...> --output_dir=<output_dir>/<point>
 which trains them together (vmapped, one compiled call per epoch) and writes
 the same <point>/seed_<n> folders; that process's output is appended to
@@ -70,7 +70,7 @@ from launch import backends
 from launch import processes
 from launch.errors import SweepError
 from rl import compilation_cache
-from rl import jax_envs
+from rl.envs import gymnax_envs as jax_envs
 from rl import run as run_lib  # also defines the flags redefined below
 from rl.errors import UserError
 

@@ -4,7 +4,7 @@ By default JAX's CPU client dispatches asynchronously: a call enqueues its
 computation on a worker thread and returns futures at once. That pays off
 when the caller has other work to do before it reads the results, as the
 JAX-native backend does: it dispatches its next epoch before it reads and
-writes the current one's metrics (rl.trainers.base).
+writes the current one's metrics (rl.learner.base).
 
 A run whose envs step on the host (gymnasium) has nothing to overlap: every
 env step calls one small compiled function, the policy, and reads its actions

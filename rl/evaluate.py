@@ -31,12 +31,12 @@ import numpy as np
 from rl import compilation_cache
 from rl import cpu_dispatch
 from rl import run as run_lib
-from rl.checkpoints import Checkpointer
-from rl.envs import VIDEO_INSTALL_HINT
+from rl.data.checkpoints import Checkpointer
+from rl.envs.registry import VIDEO_INSTALL_HINT
 from rl.errors import ConfigError
 from rl.errors import OutputDirError
 from rl.errors import UserError
-from rl.task import RLTask
+from rl.envs.gym_task import RLTask
 
 FLAGS = flags.FLAGS
 # --output_dir and --compilation_cache_dir are rl.run's flags (imported
@@ -127,7 +127,7 @@ def evaluate_run(output_dir, n_episodes=None, temperature=0.0, video_path=None):
 
 def main(argv):
   # orbax warns through absl that a read-only manager cannot save: noise here.
-  # (A skipped unreadable checkpoint is still reported: rl.checkpoints warns
+  # (A skipped unreadable checkpoint is still reported: rl.data.checkpoints warns
   # through the root logger, which this does not silence.)
   absl_logging.set_verbosity(absl_logging.ERROR)
   if len(argv) > 1:

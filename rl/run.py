@@ -35,15 +35,15 @@ from absl import logging as absl_logging
 import gin
 
 # Imported for their gin registrations, so configs can name them.
-from rl import advantages  # pylint: disable=unused-import
+from rl.ops import advantages  # pylint: disable=unused-import
 from rl import compilation_cache
 from rl import compiler
 from rl import cpu_dispatch
-from rl import distributions  # pylint: disable=unused-import
-from rl import jax_envs
-from rl import models  # pylint: disable=unused-import
-from rl import trainers  # pylint: disable=unused-import
-from rl.checkpoints import Checkpointer
+from rl.ops import distributions  # pylint: disable=unused-import
+from rl.envs import gymnax_envs as jax_envs
+from rl.nets import models  # pylint: disable=unused-import
+from rl import algorithms as trainers  # pylint: disable=unused-import
+from rl.data.checkpoints import Checkpointer
 from rl.errors import ConfigError
 from rl.errors import Interrupted
 from rl.errors import NonFiniteLossError
@@ -51,9 +51,9 @@ from rl.errors import OutputDirError
 from rl.errors import UserError
 from rl.metrics import MetricsWriter
 from rl.metrics import format_return
-from rl.supervised import lr_schedules  # pylint: disable=unused-import
-from rl.supervised import optimizers  # pylint: disable=unused-import
-from rl.task import RLTask
+from rl.optim import lr_schedules  # pylint: disable=unused-import
+from rl.optim import optimizers  # pylint: disable=unused-import
+from rl.envs.gym_task import RLTask
 
 FLAGS = flags.FLAGS
 flags.DEFINE_multi_string('config_file', [], 'Gin config files, parsed in order.')
@@ -536,7 +536,7 @@ class PreparedRun:
 
   def epoch_loop(self):
     """The trainer's EpochLoop with this run's checkpoints, metrics and console."""
-    from rl.trainers.base import EpochLoop  # pylint: disable=import-outside-toplevel
+    from rl.learner.base import EpochLoop  # pylint: disable=import-outside-toplevel
     return EpochLoop(self.trainer, self.run.n_epochs, self.save, self.run.checkpoint_every,
                      self.writer, self.log_epoch, self.run.stop_at_return)
 

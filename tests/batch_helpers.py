@@ -1,7 +1,7 @@
 """Draws one training batch of an RL trainer's network, as its fused epoch would.
 
 The trainers draw their batches on the device inside the compiled epoch
-(rl.supervised.trainer.fused_epoch) with the pure functions of the network's
+(rl.learner.network_trainer.fused_epoch) with the pure functions of the network's
 supervised Trainer: `prepare_fn(data, key, carry) -> data` (where a trainer
 has one, e.g. per-row advantages) and its DeviceBatches: `draw(data, key)`,
 `take(data, drawn)` and `make(data, rows, key, carry, variables) -> batch`. These helpers call the same functions once, jitted, with a fixed

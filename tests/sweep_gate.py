@@ -35,7 +35,7 @@ _opened = set()
 
 
 def _has_checkpoint(run_dir):
-  """As rl.checkpoints' orbax sees it: a finished step folder is named by its number.
+  """As rl.data.checkpoints' orbax sees it: a finished step folder is named by its number.
 
   Orbax writes a step into a temporary folder and renames it when complete,
   and rl.run saves synchronously, so a numbered folder is a whole checkpoint.
@@ -108,7 +108,7 @@ JAX_GATE_VARIABLE = 'RL_TEST_JAX_GATE'
 
 
 def _gate_jax_epochs(gate):
-  from rl.trainers import base  # pylint: disable=import-outside-toplevel
+  from rl.learner import base  # pylint: disable=import-outside-toplevel
   original = base.RLTrainer.collect_and_train
 
   def collect_and_train(self, *args, **kwargs):

@@ -15,18 +15,18 @@ import numpy as np
 import pytest
 
 import batch_helpers
-from rl import advantages
-from rl import models
+from rl.ops import advantages
+from rl.nets import models
 from rl import run as run_lib
 from rl.errors import ConfigError
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
-from rl.task import RLTask
-from rl.trainers import A2C
-from rl.trainers import AWR
-from rl.trainers import PPO
-from rl.trainers import SamplingAWR
-from rl.trainers import q_values
+from rl.envs.gym_task import RLTask
+from rl.algorithms import A2C
+from rl.algorithms import AWR
+from rl.algorithms import PPO
+from rl.algorithms import SamplingAWR
+from rl.ops import q_values
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PPO_CONFIG = os.path.join(ROOT, 'configs', 'ppo_cartpole.gin')
@@ -537,8 +537,8 @@ def test_value_summaries_live_in_output_dir_value(tmp_path):
 def test_windowed_advantages_take_the_estimators_every_row_form():
   """With GAE, every stored row's advantage comes from `every_row`, not from
   [capacity, margin + 1] windows; both give the same numbers, padding included."""
-  from rl import slices  # pylint: disable=import-outside-toplevel
-  from rl.trainers.actor_critic import windowed_advantages  # pylint: disable=import-outside-toplevel
+  from rl.data import slices  # pylint: disable=import-outside-toplevel
+  from rl.algorithms.actor_critic import windowed_advantages  # pylint: disable=import-outside-toplevel
   rng = np.random.default_rng(0)
   lengths = [5, 1, 9, 3]  # steps; each trajectory also has its final-observation row
   n = sum(lengths) + len(lengths)

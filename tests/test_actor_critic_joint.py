@@ -6,18 +6,18 @@ import jax
 import numpy as np
 import pytest
 
-from rl import advantages
-from rl import slices
+from rl.ops import advantages
+from rl.data import slices
 from rl import run as run_lib
 from rl.errors import ConfigError
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
-from rl.task import Batch
-from rl.task import RLTask
-from rl.trainers.actor_critic_joint import A2CJoint
-from rl.trainers.actor_critic_joint import AWRJoint
-from rl.trainers.actor_critic_joint import PPOJoint
-from rl.trainers import batches
+from rl.envs.gym_task import Batch
+from rl.envs.gym_task import RLTask
+from rl.algorithms.joint import A2CJoint
+from rl.algorithms.joint import AWRJoint
+from rl.algorithms.joint import PPOJoint
+from rl.algorithms import batches
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PPO_JOINT = os.path.join(ROOT, 'configs', 'ppo_joint_cartpole.gin')

@@ -1,4 +1,4 @@
-"""Tests for rl.advantages against hand-computed numbers.
+"""Tests for rl.ops.advantages against hand-computed numbers.
 
 The shared example is a batch of two slices (L = 6), gamma = 0.5, lambda = 0.5:
   row 0 TERMINATED: real rows 0..2, terminated at row 2, row 3 holds the final
@@ -15,8 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rl import advantages
-from rl.advantages import (discounted_returns, gae, monte_carlo, normalize, td_k,
+from rl.ops import advantages
+from rl.ops.advantages import (discounted_returns, gae, monte_carlo, normalize, td_k,
                            td_lambda)
 
 GAMMA = 0.5

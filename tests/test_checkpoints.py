@@ -1,11 +1,11 @@
-"""rl.checkpoints: round trips, packing of small arrays, and older checkpoints."""
+"""rl.data.checkpoints: round trips, packing of small arrays, and older checkpoints."""
 import os
 
 import numpy as np
 import pytest
 
-from rl import checkpoints
-from rl.checkpoints import Checkpointer
+from rl.data import checkpoints
+from rl.data.checkpoints import Checkpointer
 
 
 def example_arrays():

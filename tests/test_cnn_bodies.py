@@ -1,4 +1,4 @@
-"""Tests for the CNN bodies of rl.models: AtariCnnBody and MinAtarCnnBody as
+"""Tests for the CNN bodies of rl.nets.models: AtariCnnBody and MinAtarCnnBody as
 bodies of every model, uint8 scaling, frame layouts, parameter counts, gin
 binding, and the one-line errors for observations they cannot read.
 
@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rl import models
+from rl.nets import models
 from rl import run as run_lib
 from rl.errors import ConfigError
 from run_helpers import REINFORCE, TINY
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures('fast_compilation')
 
 
 class FakeDistribution:
-  """Stand-in for rl.distributions objects: models only read `n_inputs`."""
+  """Stand-in for rl.ops.distributions objects: models only read `n_inputs`."""
 
   def __init__(self, n_inputs):
     self.n_inputs = n_inputs

@@ -41,7 +41,8 @@ print(cpu_dispatch.choose(inline=False), cpu_dispatch.is_inline(), long_result()
 
 RUN = """
 import sys
-from rl import cpu_dispatch, run
+from rl import cpu_dispatch
+from rl import run
 with run.prepared_run([sys.argv[1]], sys.argv[3:], sys.argv[2]):
   print(cpu_dispatch.is_inline())
 """

@@ -1,4 +1,4 @@
-"""Tests for rl.distributions against hand-computed numbers."""
+"""Tests for rl.ops.distributions against hand-computed numbers."""
 
 import math
 
@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rl import distributions
-from rl.distributions import Categorical, Gaussian, create_distribution
+from rl.ops import distributions
+from rl.ops.distributions import Categorical, Gaussian, create_distribution
 
 HALF_LOG_2PI_E = 0.5 * math.log(2.0 * math.pi * math.e)  # 1.418939
 

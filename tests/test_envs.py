@@ -1,4 +1,4 @@
-"""rl.envs and RLTask on the optional envs: their extras, namespaces, frame stacking, saved state.
+"""rl.envs.registry and RLTask on the optional envs: their extras, namespaces, frame stacking, saved state.
 
 A missing package is simulated in-process: its module is made unimportable
 (None in sys.modules, gymnasium's modules that import it dropped from the
@@ -14,10 +14,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rl import envs as envs_lib
-from rl import slices
+from rl.envs import registry as envs_lib
+from rl.data import slices
 from rl.errors import ConfigError
-from rl.task import RLTask
+from rl.envs.gym_task import RLTask
 from run_helpers import ROOT
 
 
@@ -90,7 +90,7 @@ def test_a_namespace_without_its_package_names_our_extra(monkeypatch, env_id, mo
 
 def test_the_ale_namespace_is_imported_when_an_env_id_uses_it():
   # A fresh process: nothing has imported ale_py, as in a gin config without imports.
-  code = ("import sys; from rl import envs; envs.check_env_id('ALE/Pong-v5'); "
+  code = ("import sys; from rl.envs import registry as envs; envs.check_env_id('ALE/Pong-v5'); "
           "print('ale_py' in sys.modules)")
   result = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True,
                           text=True, timeout=120, check=False)

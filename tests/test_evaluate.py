@@ -6,7 +6,7 @@ import sys
 import imageio_ffmpeg  # the test extra includes the video extra, which brings it
 import pytest
 
-from rl import envs as envs_lib
+from rl.envs import registry as envs_lib
 from rl import evaluate as evaluate_lib
 from rl.errors import ConfigError
 from rl.errors import OutputDirError

@@ -1,4 +1,4 @@
-"""Stacked observations stored one frame per step (rl.frames): the rebuilt stacks, resume.
+"""Stacked observations stored one frame per step (rl.data.frames): the rebuilt stacks, resume.
 
 The stacks rebuilt from the stored frames must be exactly the observations
 the env returned: every row, the final observations of ended episodes, and
@@ -16,15 +16,15 @@ import jax
 import numpy as np
 import pytest
 
-from rl import frames
+from rl.data import frames
 from rl import run as run_lib
-from rl import slices
-from rl.checkpoints import Checkpointer
+from rl.data import slices
+from rl.data.checkpoints import Checkpointer
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
-from rl.task import RLTask
-from rl.trainers import actor_critic
-from rl.trainers.actor_critic import A2C
+from rl.envs.gym_task import RLTask
+from rl.algorithms import actor_critic
+from rl.algorithms.actor_critic import A2C
 from run_helpers import ROOT
 
 pytestmark = pytest.mark.usefixtures('fast_compilation')

@@ -10,17 +10,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rl import jax_envs
-from rl import slices
+from rl.envs import gymnax_envs as jax_envs
+from rl.data import slices
 from rl.errors import ConfigError
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
-from rl.task import RLTask
-from rl.trainers import A2C
-from rl.trainers import DQN
-from rl.trainers import PPO
-from rl.trainers import PPOJoint
-from rl.trainers import PolicyGradientTrainer
+from rl.envs.gym_task import RLTask
+from rl.algorithms import A2C
+from rl.algorithms import DQN
+from rl.algorithms import PPO
+from rl.algorithms import PPOJoint
+from rl.algorithms import PolicyGradientTrainer
 from run_helpers import ROOT
 import sweep_gate
 
@@ -174,7 +174,7 @@ def test_dqn_keeps_its_replay_on_the_device_and_resumes_exactly():
 
 
 def jax_gae():
-  from rl import advantages  # pylint: disable=import-outside-toplevel
+  from rl.ops import advantages  # pylint: disable=import-outside-toplevel
   return advantages.gae
 
 
@@ -300,7 +300,7 @@ def test_seeds_train_together_into_ordinary_run_folders(tmp_path):
 def test_ctrl_c_during_seeds_says_where_each_seed_stopped(tmp_path, monkeypatch):
   from rl import run as run_lib  # pylint: disable=import-outside-toplevel
   from rl.errors import Interrupted  # pylint: disable=import-outside-toplevel
-  from rl.trainers import base  # pylint: disable=import-outside-toplevel
+  from rl.learner import base  # pylint: disable=import-outside-toplevel
 
   def interrupt(loop, record, epoch_start):
     del loop, record, epoch_start
@@ -336,7 +336,7 @@ def test_seeds_on_gymnasium_envs_run_one_after_the_other(tmp_path):
 
 def test_gymnax_rendering_modules_load_only_when_something_draws():
   code = ('import sys\n'
-          'from rl import jax_envs\n'
+          'from rl.envs import gymnax_envs as jax_envs\n'
           "jax_envs.make('gymnax:CartPole-v1')\n"
           "assert 'seaborn.palettes' not in sys.modules and 'matplotlib.figure' not in sys.modules\n"
           'import seaborn, matplotlib.pyplot as plt\n'

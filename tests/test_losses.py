@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from rl.trainers import losses
+from rl.ops import losses
 
 
 def test_masked_mean_ignores_padding():

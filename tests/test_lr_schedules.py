@@ -1,4 +1,4 @@
-"""Tests for rl.supervised.lr_schedules.multifactor against hand-computed values."""
+"""Tests for rl.optim.lr_schedules.multifactor against hand-computed values."""
 
 import math
 
@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rl.supervised import lr_schedules
-from rl.supervised.lr_schedules import multifactor
+from rl.optim import lr_schedules
+from rl.optim.lr_schedules import multifactor
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""Tests for rl.models: shapes, running normalisation, Q-value action
+"""Tests for rl.nets.models: shapes, running normalisation, Q-value action
 injection, head initialisation, layer sharing and gin configuration."""
 
 import functools
@@ -9,11 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rl import models
+from rl.nets import models
 
 
 class FakeDistribution:
-  """Stand-in for rl.distributions objects: models only read `n_inputs`."""
+  """Stand-in for rl.ops.distributions objects: models only read `n_inputs`."""
 
   def __init__(self, n_inputs):
     self.n_inputs = n_inputs

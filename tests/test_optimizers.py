@@ -1,4 +1,4 @@
-"""Tests for rl.supervised.optimizers against hand-computed updates."""
+"""Tests for rl.optim.optimizers against hand-computed updates."""
 
 import gin
 import jax
@@ -7,8 +7,8 @@ import numpy as np
 import optax
 import pytest
 
-from rl.supervised.lr_schedules import multifactor
-from rl.supervised.optimizers import SGD, Adam, RMSProp
+from rl.optim.lr_schedules import multifactor
+from rl.optim.optimizers import SGD, Adam, RMSProp
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""rl.packing: a tree of device arrays read back in one transfer, bit for bit."""
+"""rl.data.packing: a tree of device arrays read back in one transfer, bit for bit."""
 from typing import NamedTuple
 
 import jax
@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rl import packing
+from rl.data import packing
 
 
 class Result(NamedTuple):

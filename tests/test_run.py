@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from rl import run as run_lib
-from rl.checkpoints import Checkpointer
+from rl.data.checkpoints import Checkpointer
 from rl.errors import ConfigError
 from rl.errors import NonFiniteLossError
 from rl.errors import OutputDirError

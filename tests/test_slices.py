@@ -1,4 +1,4 @@
-"""rl.slices: capacity buckets, padding, and the device-side sampling of slices.
+"""rl.data.slices: capacity buckets, padding, and the device-side sampling of slices.
 
 The trajectories here are built by hand: each row carries its trajectory's id
 (1, 2, ...; 0 only in padding) and its position t in the trajectory as the
@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from rl import slices
+from rl.data import slices
 
 pytestmark = pytest.mark.usefixtures('fast_compilation')
 

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from rl.errors import NonFiniteLossError
-from rl.supervised import optimizers
-from rl.supervised.trainer import DeviceBatches
-from rl.supervised.trainer import Trainer
-from rl.supervised.trainer import summarize
-from rl.supervised.trainer import weights_norm
+from rl.optim import optimizers
+from rl.learner.network_trainer import DeviceBatches
+from rl.learner.network_trainer import Trainer
+from rl.learner.network_trainer import summarize
+from rl.learner.network_trainer import weights_norm
 
 
 def regression_stream(seed=0, batch=32):
@@ -141,8 +141,8 @@ def test_standalone_checkpoint_resumes(tmp_path):
 def test_two_devices_give_the_same_loss_as_one():
   script = textwrap.dedent('''
     import jax, flax.linen as nn, jax.numpy as jnp, numpy as np
-    from rl.supervised import optimizers
-    from rl.supervised.trainer import Trainer
+    from rl.optim import optimizers
+    from rl.learner.network_trainer import Trainer
     def stream():
       rng = np.random.default_rng(0)
       while True:

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from conftest import ChainEnv
 
-from rl import envs as envs_lib
+from rl.envs import registry as envs_lib
 from rl.errors import ConfigError
-from rl.task import RLTask
+from rl.envs.gym_task import RLTask
 
 
 def constant_policy(action=0, k=1):

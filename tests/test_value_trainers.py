@@ -16,18 +16,18 @@ import numpy as np
 import pytest
 
 import batch_helpers
-from rl import advantages
+from rl.ops import advantages
 from rl import run as run_lib
-from rl import slices
-from rl.checkpoints import Checkpointer
+from rl.data import slices
+from rl.data.checkpoints import Checkpointer
 from rl.errors import ConfigError
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
-from rl.supervised import lr_schedules
-from rl.task import RLTask
-from rl.trainers import value
-from rl.trainers.value import DQN
-from rl.trainers.value import DoubleDQN
+from rl.optim import lr_schedules
+from rl.envs.gym_task import RLTask
+from rl.algorithms import dqn as value
+from rl.algorithms.dqn import DQN
+from rl.algorithms.dqn import DoubleDQN
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DQN_CONFIG = os.path.join(ROOT, 'configs', 'dqn_cartpole.gin')

@@ -12,14 +12,14 @@ import os
 import gin
 import pytest
 
-from rl import advantages
+from rl.ops import advantages
 from rl import run as run_lib
 from rl.errors import ConfigError
-from rl.task import RLTask
-from rl.trainers import A2C
-from rl.trainers import DQN
-from rl.trainers import PolicyGradientTrainer
-from rl.trainers import PPOJoint
+from rl.envs.gym_task import RLTask
+from rl.algorithms import A2C
+from rl.algorithms import DQN
+from rl.algorithms import PolicyGradientTrainer
+from rl.algorithms import PPOJoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -1,4 +1,4 @@
-"""The Atari preprocessing and frame stacking of rl.wrappers, through RLTask on real ALE games.
+"""The Atari preprocessing and frame stacking of rl.envs.wrappers, through RLTask on real ALE games.
 
 A few hundred agent steps each: Asterix under the cycling policy below scores
 more than 1 point per reward within 10 steps, loses its first life near step
@@ -9,11 +9,11 @@ import gin
 import numpy as np
 import pytest
 
-from rl import envs as envs_lib
-from rl import slices
-from rl import wrappers
+from rl.envs import registry as envs_lib
+from rl.data import slices
+from rl.envs import wrappers
 from rl.errors import ConfigError
-from rl.task import RLTask
+from rl.envs.gym_task import RLTask
 
 ASTERIX_STEPS = 300  # past the end of the first game
 

@@ -10,9 +10,9 @@ Construction is explicit (see RLTrainer): configuration, then the networks
 and the functions that use them. Acting is a pure function of (params,
 ActingState, obs). Training is a pure function too, `update(TrainState,
 data)`: every network of the epoch, each a fused loop that draws its batches
-on the device (rl.supervised.trainer.fused_epoch), in one compiled call. On
+on the device (rl.learner.network_trainer.fused_epoch), in one compiled call. On
 gymnasium envs the host collects and then calls it; on JAX-native envs
-(rl.jax_task) `jax_epoch` traces collection and `update` into one program.
+(rl.envs.jax_task) `jax_epoch` traces collection and `update` into one program.
 """
 import functools
 import time
@@ -26,8 +26,8 @@ import numpy as np
 from rl import compiler
 from rl import keys
 from rl import metrics as metrics_lib
-from rl import packing
-from rl.supervised import trainer as supervised
+from rl.data import packing
+from rl.learner import network_trainer as supervised
 from rl.errors import ConfigError
 
 
@@ -55,7 +55,7 @@ def check_on_policy(trainer, n_replay_epochs, alternative):
 
 def check_estimator_margin(trainer, estimator, margin):
   """Bootstrapping estimators need at least one step after the trained ones."""
-  from rl import advantages  # pylint: disable=import-outside-toplevel
+  from rl.ops import advantages  # pylint: disable=import-outside-toplevel
   if margin < 1 and estimator is not advantages.monte_carlo:
     raise ConfigError(
         f'{type(trainer).__name__}: the advantage estimator bootstraps from the values of '
@@ -154,7 +154,7 @@ class TrainState(NamedTuple):
 
   `RLTrainer.update` takes one and returns the next; the gymnasium backend
   calls it once per epoch after collecting on the host, the JAX-native one
-  (rl.jax_envs) traces it into the same compiled call as the collection.
+  (rl.envs.gymnax_envs) traces it into the same compiled call as the collection.
   """
   nets: dict  # network name -> its supervised state {'params', 'model_state', 'opt_state', 'step'}
   train_key: jax.Array  # draws the training batches
@@ -188,7 +188,7 @@ class HostPolicy:
     self.sample_args = sample_args
     self.state = state
     # The same acting function unjitted (its static arguments bound), for a
-    # caller that traces it into its own compiled loop (rl.jax_task's evaluation).
+    # caller that traces it into its own compiled loop (rl.envs.jax_task's evaluation).
     self.pure = pure
 
   def __call__(self, obs):
@@ -251,7 +251,7 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
   """
 
   summary_dirs = {}
-  # Whether the trainer's epoch can run on JAX-native envs (rl.jax_task):
+  # Whether the trainer's epoch can run on JAX-native envs (rl.envs.jax_task):
   # it needs `rollout_data`.
   supports_jax_envs = False
 
@@ -298,7 +298,7 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     self._acting = ActingState(seed_key, {})
     self._extra = {}
     # One compiled call trains every network of an epoch (see `update`); its
-    # metrics come back to the host in one transfer (rl.packing).
+    # metrics come back to the host in one transfer (rl.data.packing).
     self._update = packing.PackedJit(self._update_then_metrics)
 
   # -- construction -----------------------------------------------------------------

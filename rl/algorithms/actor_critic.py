@@ -18,21 +18,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rl import advantages as advantages_lib
-from rl import models
-from rl import slices
+from rl.ops import advantages as advantages_lib
+from rl.nets import models
+from rl.data import slices
 from rl.errors import ConfigError
-from rl.trainers import batches
-from rl.trainers import losses
-from rl.trainers import q_values as q_values_lib
-from rl.trainers.base import check_divisible
-from rl.trainers.base import check_estimator_margin
-from rl.trainers.base import check_on_policy
-from rl.trainers.base import check_whole_episodes
-from rl.trainers.policy import PolicyTrainer
-from rl.trainers.policy import build_trainer
-from rl.trainers.policy import example_observation
-from rl.supervised.trainer import variables_of
+from rl.algorithms import batches
+from rl.ops import losses
+from rl.ops import q_values as q_values_lib
+from rl.learner.base import check_divisible
+from rl.learner.base import check_estimator_margin
+from rl.learner.base import check_on_policy
+from rl.learner.base import check_whole_episodes
+from rl.algorithms.policy import PolicyTrainer
+from rl.algorithms.policy import build_trainer
+from rl.algorithms.policy import example_observation
+from rl.learner.network_trainer import variables_of
 
 # Observation bytes the value network reads per call when `row_values`
 # evaluates every stored row: above this the rows go through it in blocks, so
@@ -343,7 +343,7 @@ class ActorCriticTrainer(PolicyTrainer):
     }
 
   def policy_loss_given(self, log_probs, old_log_probs, advantages, entropy, mask):
-    """The algorithm's (loss, extra metrics); subclasses implement it with rl.trainers.losses."""
+    """The algorithm's (loss, extra metrics); subclasses implement it with rl.ops.losses."""
     raise NotImplementedError
 
   # -- the epoch ----------------------------------------------------------------------

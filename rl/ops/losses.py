@@ -9,7 +9,7 @@ actor-critic trainers share them.
 import jax
 import jax.numpy as jnp
 
-from rl.advantages import normalize
+from rl.ops.advantages import normalize
 
 
 def masked_mean(x, mask):

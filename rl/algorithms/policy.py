@@ -9,16 +9,16 @@ per epoch in one fused call.
 """
 import numpy as np
 
-from rl import distributions
-from rl import models
-from rl import slices
+from rl.ops import distributions
+from rl.nets import models
+from rl.data import slices
 from rl.errors import ConfigError
-from rl.supervised import lr_schedules
-from rl.supervised import optimizers
-from rl.supervised.trainer import DeviceBatches
-from rl.supervised.trainer import Trainer
-from rl.trainers.base import RLTrainer
-from rl.trainers.base import check_divisible
+from rl.optim import lr_schedules
+from rl.optim import optimizers
+from rl.learner.network_trainer import DeviceBatches
+from rl.learner.network_trainer import Trainer
+from rl.learner.base import RLTrainer
+from rl.learner.base import check_divisible
 
 
 def policy_distribution(task, trainer_name):
@@ -44,7 +44,7 @@ def build_trainer(task, model, optimizer, lr_schedule, loss_fn, draw_fn, batch_f
   """A supervised Trainer with the project's defaults (Adam, multifactor).
 
   Its batches are slices of the task's trajectories: the data handed to
-  `draw_fn(data, key)` (which returns an rl.slices.Drawn) and to
+  `draw_fn(data, key)` (which returns an rl.data.slices.Drawn) and to
   `batch_fn(data, fields, key, carry, variables)` is a pair (SliceData,
   DrawTable), and the fields are the drawn slices' rows.
   Its initial state is made later, with the other networks' (RLTrainer's

@@ -1,6 +1,6 @@
 """The batches the trainers' networks train on: named tuples of [B, L, ...] arrays.
 
-Each is drawn on the device from the epoch's slices (rl.slices) by its
+Each is drawn on the device from the epoch's slices (rl.data.slices) by its
 trainer's batch function, then handed to the loss, which reads fields by name.
 """
 from typing import NamedTuple

@@ -2,7 +2,7 @@
 
 With RLTask.num_stacked_frames = n > 1 the env's observation of step t is
 the frames of steps t - n + 1 .. t concatenated on their last axis (at an
-episode's start its first frame fills the stack; see rl.wrappers.StackFrames).
+episode's start its first frame fills the stack; see rl.envs.wrappers.StackFrames).
 Stored as such, every frame would be stored n times. The task stores instead
 
   * each row's newest frame (the last C channels of its observation, C those
@@ -19,7 +19,7 @@ Stored as such, every frame would be stored n times. The task stores instead
 So a step costs one frame, and a trajectory at most n - 1 more. Rows are
 turned back into observations with `frame_indices` (the n frames of each
 row, oldest first, computed once per padded buffer) and `stack` (one gather
-of n frames per row), inside the jitted sampling (rl.slices).
+of n frames per row), inside the jitted sampling (rl.data.slices).
 """
 import jax.numpy as jnp
 import numpy as np

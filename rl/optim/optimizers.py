@@ -5,7 +5,7 @@ meant to be *added* to the parameters (``optax.apply_updates``). All of them
 take a ``learning_rate`` that is either a float or an optax schedule
 ``step -> lr``; a schedule is evaluated at the optimizer's own 0-based update
 count, so the first update uses ``learning_rate(0)``. Trainers pass the
-schedule built by ``rl.supervised.lr_schedules.multifactor`` here, which is
+schedule built by ``rl.optim.lr_schedules.multifactor`` here, which is
 how the reference's "the schedule overwrites the learning rate every step"
 behaviour is expressed with optax.
 

@@ -137,7 +137,7 @@ def make_vector_env(env_id, n_envs, env_kwargs=None, time_limit=None, video_fold
 
   Each copy is `gymnasium.make(env_id, **env_kwargs)` (with `time_limit` as
   its max_episode_steps) wrapped in `wrappers`, functions env -> wrapped env,
-  innermost first (rl.wrappers.env_wrappers).
+  innermost first (rl.envs.wrappers.env_wrappers).
 
   SAME_STEP autoreset: a finished sub-env is reset inside the same `step` call
   and its last observation is handed over in info['final_obs']. That keeps one

@@ -9,7 +9,7 @@ the envs' state (`carry`, a pytree of device arrays) lives here between
 epochs; it is checkpointed, so a resume continues the same episodes exactly.
 
 With n_replay_epochs > 1 (DQN, AWR) the latest epochs' rollouts stay on the
-device too, in a ring of epochs (rl.jax_envs.Replay) that the compiled epoch
+device too, in a ring of epochs (rl.envs.gymnax_envs.Replay) that the compiled epoch
 writes and samples, and that the checkpoint holds.
 
 What this backend does not do (yet) is refused here or by the trainer with
@@ -26,10 +26,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from rl import compiler
-from rl import jax_envs
+from rl.envs import gymnax_envs as jax_envs
 from rl import keys
 from rl.errors import ConfigError
-from rl.task import RLTask
+from rl.envs.gym_task import RLTask
 
 
 class TaskCarry(NamedTuple):
@@ -172,7 +172,7 @@ class JaxTask(RLTask):
   def evaluate(self, policy, n_episodes, reset_seed, video_path=None):
     """Returns of `n_episodes` episodes played inside one compiled call.
 
-    `policy` is the trainer's evaluation policy (rl.trainers.base.HostPolicy),
+    `policy` is the trainer's evaluation policy (rl.learner.base.HostPolicy),
     whose pure acting function and parameters are traced into the play loop;
     the resets are keyed by `reset_seed`, so an evaluation is reproducible.
     """

@@ -18,29 +18,29 @@ fewer forward passes per batch (the difference between affordable and not on
 pixels).
 
 PPOJoint, A2CJoint and AWRJoint share their policy terms with the
-separate-network trainers (rl.trainers.losses).
+separate-network trainers (rl.ops.losses).
 """
 import gin
 import jax
 import jax.numpy as jnp
 
-from rl import advantages as advantages_lib
-from rl import models
-from rl import slices
-from rl.trainers import batches
-from rl.trainers import losses
-from rl.trainers.actor_critic import row_values
-from rl.trainers.actor_critic import windowed_advantages
-from rl.task import Batch
-from rl.trainers.base import RLTrainer
-from rl.trainers.base import check_divisible
-from rl.trainers.base import check_estimator_margin
-from rl.trainers.base import check_on_policy
-from rl.trainers.base import check_whole_episodes
-from rl.trainers.policy import build_trainer
-from rl.trainers.policy import example_observation
-from rl.trainers.policy import policy_distribution
-from rl.supervised.trainer import variables_of
+from rl.ops import advantages as advantages_lib
+from rl.nets import models
+from rl.data import slices
+from rl.algorithms import batches
+from rl.ops import losses
+from rl.algorithms.actor_critic import row_values
+from rl.algorithms.actor_critic import windowed_advantages
+from rl.envs.gym_task import Batch
+from rl.learner.base import RLTrainer
+from rl.learner.base import check_divisible
+from rl.learner.base import check_estimator_margin
+from rl.learner.base import check_on_policy
+from rl.learner.base import check_whole_episodes
+from rl.algorithms.policy import build_trainer
+from rl.algorithms.policy import example_observation
+from rl.algorithms.policy import policy_distribution
+from rl.learner.network_trainer import variables_of
 
 
 class ActorCriticJointTrainer(RLTrainer):

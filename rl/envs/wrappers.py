@@ -15,7 +15,7 @@ Each sub-env of a vector env is wrapped, innermost first, in
 
 Evaluation envs get the same observations (the first two and the last) but
 the game's own rewards and episodes, so an eval return is a game score.
-Every wrapper here pickles with the env it wraps: rl.envs.dump_env_state saves
+Every wrapper here pickles with the env it wraps: rl.envs.registry.dump_env_state saves
 them with the checkpoint for an exact resume.
 """
 import collections
@@ -136,7 +136,7 @@ def env_wrappers(atari, num_stacked_frames, training, time_limit=None):
       wrappers.append(ClipReward)
   if num_stacked_frames > 1:
     # Last: the task stores each frame once and rebuilds the stacks when rows
-    # are gathered (rl.frames), which needs the stack to be the outermost
+    # are gathered (rl.data.frames), which needs the stack to be the outermost
     # observation change.
     wrappers.append(lambda env: StackFrames(env, num_stacked_frames))
   return wrappers, changes_rewards

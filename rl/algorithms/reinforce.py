@@ -1,11 +1,11 @@
 """PolicyGradientTrainer: REINFORCE with batch-normalised returns."""
 import gin
 
-from rl.trainers import losses
-from rl.trainers.batches import ReturnsBatch
-from rl.trainers.base import check_backend
-from rl.trainers.base import check_whole_episodes
-from rl.trainers.policy import PolicyTrainer
+from rl.ops import losses
+from rl.algorithms.batches import ReturnsBatch
+from rl.learner.base import check_backend
+from rl.learner.base import check_whole_episodes
+from rl.algorithms.policy import PolicyTrainer
 
 
 @gin.configurable(denylist=['task', 'output_dir'])

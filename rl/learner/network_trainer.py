@@ -67,7 +67,7 @@ GATHER_AHEAD_BYTES = 64 * 2**20
 
 class DeviceBatches(NamedTuple):
   """How every step's batch is made on the device from the epoch's data (pure functions)."""
-  draw: Callable  # (data, key) -> which rows the batch holds (e.g. rl.slices.draw)
+  draw: Callable  # (data, key) -> which rows the batch holds (e.g. rl.data.slices.draw)
   take: Callable  # (data, drawn) -> those rows, for any leading axes of `drawn`
   make: Callable  # (data, taken rows, key, carry, variables) -> the batch
 
@@ -291,7 +291,7 @@ class Trainer:
   Args:
     model: a flax.linen Module.
     optimizer: a factory `optimizer(learning_rate=schedule) -> optax transform`
-      (e.g. rl.supervised.optimizers.Adam, bound through gin).
+      (e.g. rl.optim.optimizers.Adam, bound through gin).
     lr_schedule: a schedule `step -> learning rate`, evaluated at the 0-based
       optimizer step.
     loss_fn: `loss_fn(model_output, batch) -> (loss, metrics dict)`.
@@ -356,7 +356,7 @@ class Trainer:
 
     self._checkpointer = None
     if output_dir is not None:
-      from rl.checkpoints import Checkpointer  # pylint: disable=import-outside-toplevel
+      from rl.data.checkpoints import Checkpointer  # pylint: disable=import-outside-toplevel
       self._checkpointer = Checkpointer(output_dir)
       restored = self._checkpointer.restore_latest()
       if restored is not None:
@@ -393,7 +393,7 @@ class Trainer:
     """One fused epoch on device-drawn batches.
 
     Args:
-      data: the epoch's data, passed to the DeviceBatches (e.g. rl.slices.SliceData).
+      data: the epoch's data, passed to the DeviceBatches (e.g. rl.data.slices.SliceData).
       key: the PRNG key of the batches.
       carry: the caller's pytree for the batches and the hooks.
       n_steps: gradient steps (a multiple of n_chunks).

@@ -13,8 +13,8 @@ live in flat numpy arrays with `traj_start` offsets, so slices of many
 trajectories are gathered with one fancy-indexing operation per field.
 
 Stacked observations (num_stacked_frames > 1) are stored one frame per row,
-plus a few context frames per trajectory (rl.frames), and rebuilt on the
-device whenever rows are gathered (rl.slices): a step of 84x84x4 Atari
+plus a few context frames per trajectory (rl.data.frames), and rebuilt on the
+device whenever rows are gathered (rl.data.slices): a step of 84x84x4 Atari
 observations costs one 84x84 frame, not four. Acting still sees the env's
 stacked observations.
 
@@ -35,13 +35,13 @@ import jax
 import numpy as np
 
 from rl import compiler
-from rl import envs as envs_lib
-from rl import frames as frames_lib
-from rl import jax_envs
+from rl.envs import registry as envs_lib
+from rl.data import frames as frames_lib
+from rl.envs import gymnax_envs as jax_envs
 from rl import keys
-from rl import slices
-from rl import wrappers as wrappers_lib
-from rl.advantages import discounted_returns
+from rl.data import slices
+from rl.envs import wrappers as wrappers_lib
+from rl.ops.advantages import discounted_returns
 from rl.errors import ConfigError
 
 # The fields of a batch of slices, each shaped [B, L, ...].
@@ -67,7 +67,7 @@ _INITIAL_SEGMENT_ROWS = 1024
 class EpochData:
   """The trajectories of one epoch, as flat row arrays plus offsets.
 
-  With stacked observations stored as frames (rl.frames), rows['observation']
+  With stacked observations stored as frames (rl.data.frames), rows['observation']
   holds each row's newest frame, `context` [K, *frame] the trajectories'
   context frames in trajectory order and `traj_context` [n] how many of
   them each trajectory has; without stacking both are None.
@@ -136,7 +136,7 @@ class _RunningSegments:
 
   With stacked observations `obs` holds each step's newest frame and
   `context[j]` the older frames of the observation that env j's running
-  segment started with (rl.frames); else `obs` holds the observations and
+  segment started with (rl.data.frames); else `obs` holds the observations and
   `context` is None.
   """
 
@@ -194,11 +194,11 @@ class _RunningSegments:
 class RLTask:
   """An environment, the collected trajectories and the sampling of slices.
 
-  jax_native: False here; True for the JAX-native task (rl.jax_task).
+  jax_native: False here; True for the JAX-native task (rl.envs.jax_task).
 
   Args:
     env: gymnasium env id, e.g. 'CartPole-v1', or a JAX-native env
-      'gymnax:<id>' (e.g. 'gymnax:CartPole-v1'; rl.jax_task), whose whole
+      'gymnax:<id>' (e.g. 'gymnax:CartPole-v1'; rl.envs.jax_task), whose whole
       epoch of collection and training is one compiled call.
     env_kwargs: extra keyword arguments for `gymnasium.make` (a dict).
     n_envs: how many envs step together in the training vector env; one
@@ -216,7 +216,7 @@ class RLTask:
       give 84x84x4 with 4. The first observation of an episode fills the
       stack. Any env with Box observations; 1 = no stacking. The buffers
       store each frame once and rebuild the stacks when rows are gathered
-      (rl.frames).
+      (rl.data.frames).
     atari_preprocessing: wrap every env (training and eval) in the Atari
       preprocessing that the gin configurable `atari_preprocessing` sets up
       (no-op starts, frame skip 4 with the ALE env made with frameskip=1,
@@ -238,8 +238,8 @@ class RLTask:
                n_replay_epochs=1, seed=0, dist_inputs_size=1):
     if jax_envs.is_jax_env(env):
       # The same bindings, the other backend: this object becomes the
-      # JAX-native task (rl.jax_task), whose envs live on the device.
-      from rl import jax_task  # pylint: disable=import-outside-toplevel
+      # JAX-native task (rl.envs.jax_task), whose envs live on the device.
+      from rl.envs import jax_task  # pylint: disable=import-outside-toplevel
       self.__class__ = jax_task.JaxTask
       self._setup_jax(env, env_kwargs, n_envs, gamma, max_steps, time_limit,
                       initial_trajectories, num_stacked_frames, atari_preprocessing,
@@ -309,9 +309,9 @@ class RLTask:
     """A vector env of `n_envs` wrapped envs, and whether it reports game returns in its infos.
 
     Training and eval envs differ in the training-only wrappers (reward
-    clipping, episodes ending on a lost life; see rl.wrappers), and eval envs
+    clipping, episodes ending on a lost life; see rl.envs.wrappers), and eval envs
     use the env's own vectorised implementation where it has one
-    (rl.envs.make_vector_env's `vectorized`; recorded or not, the same).
+    (rl.envs.registry.make_vector_env's `vectorized`; recorded or not, the same).
     """
     wrappers, game_returns = wrappers_lib.env_wrappers(
         self._atari, self.num_stacked_frames, training, self.time_limit)
@@ -649,7 +649,7 @@ class RLTask:
     return EpochData.concatenate([self.epochs[k] for k in self._chosen(epochs)])
 
   def slice_data(self, epochs=None, whole_trajectories=False):
-    """The trajectories of `epochs` on the device, padded (rl.slices.SliceData).
+    """The trajectories of `epochs` on the device, padded (rl.data.slices.SliceData).
 
     Epochs: a list of epoch ids, negative ones counted from the newest (-1 is
     the newest); None means every stored epoch. whole_trajectories: for
@@ -670,7 +670,7 @@ class RLTask:
 
   def sample_batch(self, batch_size, epochs=None, max_slice_length=None,
                    min_slice_length=None, margin=0, sample_trajectories_uniformly=False):
-    """One Batch of `batch_size` random slices, as numpy arrays (see rl.slices.sample).
+    """One Batch of `batch_size` random slices, as numpy arrays (see rl.data.slices.sample).
 
     The trainers sample inside their jitted epochs instead; this is the same
     sampling for inspection and tests, keyed from the task's generator.

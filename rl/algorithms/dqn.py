@@ -28,26 +28,26 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rl import advantages as advantages_lib
+from rl.ops import advantages as advantages_lib
 from rl import compiler
-from rl import models
-from rl import slices
+from rl.nets import models
+from rl.data import slices
 from rl.errors import ConfigError
-from rl.supervised import lr_schedules
-from rl.trainers import batches
-from rl.trainers import losses
-from rl.trainers.base import RLTrainer
-from rl.trainers.base import check_divisible
-from rl.trainers.base import check_whole_episodes
-from rl.trainers.policy import build_trainer
-from rl.trainers.policy import example_observation
-from rl.supervised.trainer import variables_of
+from rl.optim import lr_schedules
+from rl.algorithms import batches
+from rl.ops import losses
+from rl.learner.base import RLTrainer
+from rl.learner.base import check_divisible
+from rl.learner.base import check_whole_episodes
+from rl.algorithms.policy import build_trainer
+from rl.algorithms.policy import example_observation
+from rl.learner.network_trainer import variables_of
 
 # The trainers that act in continuous (Box) action spaces, for the error message.
 _BOX_TRAINERS = 'PolicyGradientTrainer, A2C, PPO, AWR or SamplingAWR'
 
 
-# -- pure functions (jit-able, [B, L] arrays as in rl.advantages) ---------------------
+# -- pure functions (jit-able, [B, L] arrays as in rl.ops.advantages) ---------------------
 
 def select_q(q_values, actions):
   """Q(s, a) [B, L] of the taken actions from Q-values [B, L, n_actions]."""
@@ -93,7 +93,7 @@ def spread_bootstrap_values(values, rows, length):
 def q_targets(estimator, rewards, returns, values, dones, mask):
   """Regression targets y [B, L - margin] of the first positions of each slice.
 
-  `estimator` is an rl.advantages estimator (td_k for n-step targets); it
+  `estimator` is an rl.ops.advantages estimator (td_k for n-step targets); it
   returns A = y - V, so y = V + A. With td_k of margin n this is
   y_t = sum_{j<J} gamma^j r_{t+j} + gamma^J V(s_{t+J}), where J <= n stops
   early at a termination (no bootstrap) or at the trajectory's final

@@ -1,7 +1,7 @@
 """Slices of stored trajectories, sampled on the device inside jitted training.
 
 The task keeps an epoch's trajectories as flat rows plus offsets (see
-rl.task). For training, the selected epochs are padded to a capacity bucket
+rl.envs.gym_task). For training, the selected epochs are padded to a capacity bucket
 and moved to the device once per epoch as a `SliceData`; every gradient step
 then draws its batch with `sample`, a pure function of (data, key), inside
 the same compiled loop as the update. The capacities grow in steps of four,
@@ -15,7 +15,7 @@ their slice counts (or uniformly), then a start uniformly; a slice is padded
 to `length` >= W rows with mask 0.
 
 Stacked observations (RLTask.num_stacked_frames > 1) are stored one frame per
-row (rl.frames): a SliceData then holds the frames apart and each row the
+row (rl.data.frames): a SliceData then holds the frames apart and each row the
 indices of its observation's frames, and every gather of rows rebuilds
 their observations (`observations`, and `sample` for its slices).
 """
@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rl import frames as frames_lib
+from rl.data import frames as frames_lib
 
 # The smallest padded row capacity; capacities are MIN_ROWS * 4^k up to
 # FINE_ROWS, then powers of two. 512: an on-policy epoch of 256 steps (and
@@ -75,7 +75,7 @@ class SliceData:
     is known at trace time, and None otherwise so that a new longest
     trajectory does not recompile samplers that never read it.
   frames: None: rows['observation'] holds each row's observation. Else
-    [capacity, *frame] the stored frames (rl.frames: each row's newest
+    [capacity, *frame] the stored frames (rl.data.frames: each row's newest
     frame, then the trajectories' context frames), and instead of
     'observation' rows['frame_index'] [capacity, n] holds the frames of
     each row's observation, oldest first; read observations with
@@ -95,7 +95,7 @@ def pad(rows, traj_start, traj_rows, whole_trajectories=False, context=None,
 
   whole_trajectories: also record `max_rows` for whole-trajectory slices.
   context, traj_context, n_stacked: for stacked observations stored as frames
-  (rl.frames; rows['observation'] then holds each row's newest frame): the
+  (rl.data.frames; rows['observation'] then holds each row's newest frame): the
   trajectories' context frames [K, *frame], how many each has, and the
   frames per observation. The capacity then holds the K context frames too.
   min_rows: the capacity holds at least this many (RLTask.reserve_rows).
@@ -233,7 +233,7 @@ def draw(data, key, batch_size, window=None, length=None, margin=0, uniform=Fals
 
   The random part of `sample`, apart from the gathers of `take`, so that a
   training loop can draw every step's slices first and gather them all at
-  once (rl.supervised.trainer).
+  once (rl.learner.network_trainer).
 
   Args:
     data: a SliceData.

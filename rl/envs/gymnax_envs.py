@@ -3,9 +3,9 @@
 An env id 'gymnax:<id>' (e.g. 'gymnax:CartPole-v1') names one of gymnax's
 environments, whose reset and step are JAX functions. Acting and stepping
 then compile together into one `lax.scan` over an epoch's steps, and the
-rollout is turned into the same padded trajectory layout (rl.slices.SliceData)
+rollout is turned into the same padded trajectory layout (rl.data.slices.SliceData)
 the gymnasium backend fills on the host, so every trainer's batches, losses
-and advantages are the same code on both backends (rl.jax_task holds the
+and advantages are the same code on both backends (rl.envs.jax_task holds the
 task that uses these functions).
 
 The layout of a rollout of T steps of N envs: each env's strip of T steps is
@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rl import slices
+from rl.data import slices
 from rl.errors import ConfigError
 
 PREFIX = 'gymnax:'
@@ -160,7 +160,7 @@ def rollout(env, params, action_space, act_fn, policy_params, acting, carry, sam
   """`n_steps` steps of every env, acting with `act_fn` (pure): (acting, carry, Rollout).
 
   act_fn(policy_params, acting, obs, sample_args) -> (actions, dist_inputs,
-  acting) is the trainer's acting function (rl.trainers.base.act with its
+  acting) is the trainer's acting function (rl.learner.base.act with its
   temperature and normaliser update bound).
   """
   clip = _clip_fn(action_space)

@@ -1,1 +1,0 @@
-"""Supervised training machinery the RL trainers are built on."""
