@@ -17,7 +17,7 @@ For the runs it reports the seconds from just before the process starts to
                compilation of its init done),
   epoch end:   the first epoch's end (its record and console line written),
 read from the wall-clock marks rl.run appends to the file named by
-$RL_TIMING_FILE (rl/run.py: mark_time), and the first epoch's time_compile
+$RL_TIMING_FILE (rl/experiment.py: mark_time), and the first epoch's time_compile
 from its metrics.jsonl. Medians over --repeats, with the range.
 
 The goal it checks: a warm run reaches its first epoch at most 1.5 s after

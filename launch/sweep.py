@@ -70,12 +70,13 @@ from launch import backends
 from launch import processes
 from launch.errors import SweepError
 from rl import compilation_cache
+from rl import config
 from rl.envs import gymnax_envs as jax_envs
 from rl import run as run_lib  # also defines the flags redefined below
 from rl.errors import UserError
 
 FLAGS = flags.FLAGS
-# rl.run (imported for its config parser) defines these names for one run.
+# rl.run (imported for its flags parser) defines these names for one run.
 # absl allows one flag per name in a process, so they are redefined here with
 # allow_override, the same types and defaults (rl.run reads them alike when
 # tests import both), and their meaning in a sweep, which --help then shows.
@@ -365,14 +366,14 @@ def check_points(config_files, extra_config, runs):
     for name, bindings in points.items():
       gin.clear_config()
       try:
-        run_lib.parse_config(config_files, list(extra_config) + gin_bindings(bindings))
+        config.parse_config(config_files, list(extra_config) + gin_bindings(bindings))
       except UserError as e:
         raise SweepError(f'grid point {name}: {e}') from None
       if jax_envs.is_jax_env(bound_env()):
         jax_points.add(name)
     gin.clear_config()
     try:
-      run_lib.parse_config(config_files, extra_config)
+      config.parse_config(config_files, extra_config)
     except UserError as e:
       raise SweepError(str(e)) from None
     return hashlib.sha256(gin.config_str().encode()).hexdigest(), jax_points

@@ -29,8 +29,12 @@ import gin
 import numpy as np
 
 from rl import compilation_cache
+from rl import config
 from rl import cpu_dispatch
-from rl import run as run_lib
+from rl import experiment
+from rl import run as run_lib  # the flags --output_dir and --compilation_cache_dir
+from rl.run_folder import CHECKPOINT_DIR
+from rl.run_folder import CONFIG_FILE
 from rl.data.checkpoints import Checkpointer
 from rl.envs.registry import VIDEO_INSTALL_HINT
 from rl.errors import ConfigError
@@ -81,10 +85,10 @@ def evaluate_run(output_dir, n_episodes=None, temperature=0.0, video_path=None):
   if not os.path.isdir(output_dir):
     raise OutputDirError(f"run folder '{output_dir}' does not exist; pass a run's "
                          '--output_dir.')
-  config_path = os.path.join(output_dir, run_lib.CONFIG_FILE)
+  config_path = os.path.join(output_dir, CONFIG_FILE)
   if not os.path.isfile(config_path):
-    raise OutputDirError(f"'{output_dir}' has no {run_lib.CONFIG_FILE}; is it a run folder?")
-  checkpoint_dir = os.path.join(output_dir, run_lib.CHECKPOINT_DIR)
+    raise OutputDirError(f"'{output_dir}' has no {CONFIG_FILE}; is it a run folder?")
+  checkpoint_dir = os.path.join(output_dir, CHECKPOINT_DIR)
   # Checked before orbax sees the folder: it would log a failure for a missing one.
   restored = None
   if os.path.isdir(checkpoint_dir):
@@ -100,18 +104,18 @@ def evaluate_run(output_dir, n_episodes=None, temperature=0.0, video_path=None):
   _, arrays, meta = restored
 
   gin.clear_config()
-  run_lib.parse_config([config_path], [])
-  task = run_lib.construct(RLTask)
+  config.parse_config([config_path], [])
+  task = config.construct(RLTask)
   # output_dir=None: a trainer given the folder might write into it.
-  run = run_lib.construct(run_lib.train_rl, output_dir=None, task=task)
+  run = config.construct(experiment.train_rl, output_dir=None, task=task)
   trainer = run.trainer
   try:
     try:
       trainer.load_state_dict(arrays, meta)
     except (ValueError, KeyError, TypeError) as e:
-      reason = run_lib.first_sentence(str(e))[:200]
+      reason = config.first_sentence(str(e))[:200]
       raise ConfigError(f"the checkpoint in '{output_dir}' does not fit its "
-                        f'{run_lib.CONFIG_FILE} ({reason}).') from None
+                        f'{CONFIG_FILE} ({reason}).') from None
     n_episodes = n_episodes or trainer.n_eval_episodes
     if n_episodes < 1:
       raise ConfigError(f"the run in '{output_dir}' has n_eval_episodes = 0; pass "

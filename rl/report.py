@@ -28,8 +28,8 @@ from rl import learning_curves as learning
 from rl.metrics import METRICS_FILE
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
-from rl.run import CONFIG_FILE
-from rl.run import config_bindings
+from rl.config import config_bindings
+from rl.run_folder import CONFIG_FILE
 
 FLAGS = flags.FLAGS
 flags.DEFINE_float('target', None, 'Eval return to reach: adds the runs reaching it and '

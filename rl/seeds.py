@@ -1,7 +1,7 @@
 """Many seeds of one config in one process: their epochs vmapped into one compiled call.
 
 `python -m rl.run --config_file=X --seeds=0-7` builds one ordinary run per
-seed (its own folder, checkpoints, metrics and log; rl.run.prepared_run). On
+seed (its own folder, checkpoints, metrics and log; rl.experiment.prepared_run). On
 JAX-native envs every seed's whole epoch (collection, advantages, gradient
 steps) is the same pure function of that seed's state (RLTrainer.jax_epoch),
 so `train_together` stacks the seeds' states and runs that function under
@@ -60,7 +60,7 @@ def _stack(trees):
 
 
 def train_together(runs):
-  """Trains PreparedRuns (rl.run) of one config and different seeds, vmapped; see the module doc."""
+  """Trains PreparedRuns (rl.experiment) of one config and different seeds, vmapped (module doc)."""
   trainers = [r.trainer for r in runs]
   lead = trainers[0]
   # The seeds share one acting function and one evaluation program: their

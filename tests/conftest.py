@@ -97,7 +97,7 @@ def fast_compilation():
 @pytest.fixture(scope='module')
 def finished_run(tmp_path_factory):
   """A finished tiny REINFORCE run (run_helpers.TINY), one per test module."""
-  from rl import run as run_lib  # pylint: disable=import-outside-toplevel
+  from rl import experiment as run_lib  # pylint: disable=import-outside-toplevel
   from run_helpers import REINFORCE, TINY  # pylint: disable=import-outside-toplevel
   out = str(tmp_path_factory.mktemp('runs') / 'tiny')
   run_lib.execute([REINFORCE], TINY, out)

@@ -1,7 +1,9 @@
-"""What several test files share: the tiny REINFORCE run and folder snapshots."""
+"""What several test files share: the tiny REINFORCE run, the command line, folder snapshots."""
 import hashlib
 import os
 import signal
+import subprocess
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REINFORCE = os.path.join(ROOT, 'configs', 'reinforce_cartpole.gin')
@@ -42,3 +44,18 @@ def default_sigint():
   into KeyboardInterrupt as a user's Ctrl-C would.
   """
   signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def cli(*args, timeout=240):
+  """`python -m rl.run *args` from the repository root, its output captured."""
+  return subprocess.run([sys.executable, '-m', 'rl.run', *args], cwd=ROOT,
+                        capture_output=True, text=True, timeout=timeout)
+
+
+def assert_one_line_error(result, *needles):
+  """The command failed with one line on stderr holding every needle."""
+  assert result.returncode != 0
+  err = result.stderr.strip().splitlines()
+  assert len(err) == 1, result.stderr
+  for needle in needles:
+    assert needle in err[0], err[0]

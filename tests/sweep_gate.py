@@ -18,7 +18,7 @@ opened fails the run after GATE_TIMEOUT_S, so a broken test cannot hang CI.
 Imported as `tests.sweep_gate`: rl.run's children start in the repository root
 (launch/processes.py), where `tests` is a namespace package. The run folder is
 rl.run's --output_dir flag, so the env is for `python -m rl.run` processes
-(what launch.sweep starts), not for in-process `rl.run.execute` calls.
+(what launch.sweep starts), not for in-process `rl.experiment.execute` calls.
 """
 import os
 import time

@@ -17,7 +17,7 @@ import pytest
 import batch_helpers
 from rl.ops import advantages
 from rl.nets import models
-from rl import run as run_lib
+from rl import experiment as run_lib
 from rl.errors import ConfigError
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
@@ -481,7 +481,7 @@ def test_value_steps_must_split_evenly_into_evals():
 
 
 # Settings that could only fail inside an epoch are checked at construction, so
-# the runner reports them before anything is written (rl/run.py).
+# the runner reports them before anything is written (rl/experiment.py).
 
 def test_too_many_shared_layers_are_rejected_at_construction():
   with pytest.raises(ConfigError, match='n_shared_layers must be between 0 and 1'):
@@ -525,7 +525,7 @@ def test_epoch_logs_the_spec_metrics(pendulum_records, name):
 
 
 def test_value_summaries_live_in_output_dir_value(tmp_path):
-  from rl import run as run_lib
+  from rl import experiment as run_lib
   config = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         'configs', 'ppo_cartpole.gin')
   out = tmp_path / 'ppo'

@@ -8,7 +8,7 @@ import pytest
 
 from rl.ops import advantages
 from rl.data import slices
-from rl import run as run_lib
+from rl import experiment as run_lib
 from rl.errors import ConfigError
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from rl.nets import models
-from rl import run as run_lib
+from rl import experiment as run_lib
 from rl.errors import ConfigError
 from run_helpers import REINFORCE, TINY
 

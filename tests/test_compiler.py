@@ -163,7 +163,7 @@ def test_configure_switches_the_options_of_functions_already_made():
 
 
 def test_a_run_compiles_with_the_options_its_config_binds(tmp_path):
-  from rl import run  # pylint: disable=import-outside-toplevel
+  from rl import experiment as run  # pylint: disable=import-outside-toplevel
   config = f'{ROOT}/configs/ppo_cartpole.gin'
   try:
     for binding, expected in (('compiler.fast_compile = False', compiler.FAST_RUN_OPTIONS),

@@ -8,7 +8,7 @@ import sys
 import gin
 import pytest
 
-from rl import run  # noqa: F401  (registers every configurable the configs name)
+from rl import config
 from run_helpers import ROOT
 
 CONFIGS = sorted(glob.glob(os.path.join(ROOT, 'configs', '*.gin')))
@@ -21,7 +21,7 @@ def test_the_shipped_configs_are_found():
 @pytest.mark.parametrize('path', CONFIGS, ids=[os.path.basename(p) for p in CONFIGS])
 def test_each_shipped_config_parses_and_names_a_trainer(path):
   gin.clear_config()
-  run.parse_config([path], [])  # as rl.run reads it: an unknown configurable raises here
+  config.parse_config([path], [])  # as rl.run reads it: an unknown configurable raises here
   trainer = gin.query_parameter('train_rl.trainer_class')
   assert trainer.selector  # a reference such as @PPO
   gin.clear_config()

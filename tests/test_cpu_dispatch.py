@@ -42,8 +42,8 @@ print(cpu_dispatch.choose(inline=False), cpu_dispatch.is_inline(), long_result()
 RUN = """
 import sys
 from rl import cpu_dispatch
-from rl import run
-with run.prepared_run([sys.argv[1]], sys.argv[3:], sys.argv[2]):
+from rl import experiment
+with experiment.prepared_run([sys.argv[1]], sys.argv[3:], sys.argv[2]):
   print(cpu_dispatch.is_inline())
 """
 
@@ -63,14 +63,14 @@ def test_a_jax_native_run_keeps_asynchronous_dispatch(tmp_path):
 
 def test_the_env_is_read_from_the_parsed_config_macros_included():
   import gin  # pylint: disable=import-outside-toplevel
-  from rl import run  # pylint: disable=import-outside-toplevel
+  from rl import config  # pylint: disable=import-outside-toplevel
   try:
     for bindings, env in ((["RLTask.env = 'CartPole-v1'"], 'CartPole-v1'),
                           (["ENV = 'gymnax:CartPole-v1'", 'RLTask.env = %ENV'],
                            'gymnax:CartPole-v1'),
                           (['RLTask.n_envs = 2'], None)):
       gin.clear_config()
-      run.parse_config([], bindings)
-      assert run.configured_env() == env
+      config.parse_config([], bindings)
+      assert config.configured_env() == env
   finally:
     gin.clear_config()

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from rl import run as run_lib
+from rl import experiment
 from rl.errors import ConfigError
 
 pytestmark = pytest.mark.usefixtures('fast_compilation')
@@ -44,7 +44,7 @@ def run_from_defaults(tmp_path, name, bindings):
   """Runs a config of only the env and the trainer, plus `bindings` (budget, evaluation)."""
   config = tmp_path / 'defaults.gin'
   config.write_text(f"RLTask.env = 'CartPole-v1'\ntrain_rl.trainer_class = @{name}\n")
-  return run_lib.execute([str(config)], bindings, str(tmp_path / 'run'))
+  return experiment.execute([str(config)], bindings, str(tmp_path / 'run'))
 
 
 @pytest.mark.parametrize('name', TRAINERS)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from rl.data import frames
-from rl import run as run_lib
+from rl import experiment as run_lib
 from rl.data import slices
 from rl.data.checkpoints import Checkpointer
 from rl.metrics import TIMING_KEYS

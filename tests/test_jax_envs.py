@@ -266,7 +266,7 @@ def test_seeds_train_together_into_ordinary_run_folders(tmp_path):
   import shutil  # pylint: disable=import-outside-toplevel
   from rl import evaluate  # pylint: disable=import-outside-toplevel
   from rl import report  # pylint: disable=import-outside-toplevel
-  from rl import run as run_lib  # pylint: disable=import-outside-toplevel
+  from rl import experiment as run_lib  # pylint: disable=import-outside-toplevel
   out = tmp_path / 'seeds'
   bindings = [f[len('--config='):] for f in SEEDS_FLAGS[1:]]
   trainers = run_lib.execute_seeds([PPO_JAX], bindings, str(out), [0, 1])
@@ -298,7 +298,7 @@ def test_seeds_train_together_into_ordinary_run_folders(tmp_path):
 
 
 def test_ctrl_c_during_seeds_says_where_each_seed_stopped(tmp_path, monkeypatch):
-  from rl import run as run_lib  # pylint: disable=import-outside-toplevel
+  from rl import experiment as run_lib  # pylint: disable=import-outside-toplevel
   from rl.errors import Interrupted  # pylint: disable=import-outside-toplevel
   from rl.learner import base  # pylint: disable=import-outside-toplevel
 
@@ -318,7 +318,7 @@ def test_ctrl_c_during_seeds_says_where_each_seed_stopped(tmp_path, monkeypatch)
 
 
 def test_seeds_on_gymnasium_envs_run_one_after_the_other(tmp_path):
-  from rl import run as run_lib  # pylint: disable=import-outside-toplevel
+  from rl import experiment as run_lib  # pylint: disable=import-outside-toplevel
   from run_helpers import REINFORCE  # pylint: disable=import-outside-toplevel
   from run_helpers import TINY  # pylint: disable=import-outside-toplevel
   trainers = run_lib.execute_seeds([REINFORCE], TINY + ['train_rl.n_epochs = 1'],

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from rl import run as run_lib
+from rl import experiment as run_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -1,5 +1,4 @@
 """The runner end to end: outputs, resume, bad input (one line, non-zero, folder intact)."""
-import json
 import os
 import shutil
 import signal
@@ -7,12 +6,12 @@ import subprocess
 import sys
 import time
 
-import gin
 import jax
 import numpy as np
 import pytest
 
-from rl import run as run_lib
+from rl import experiment
+from rl import run_folder
 from rl.data.checkpoints import Checkpointer
 from rl.errors import ConfigError
 from rl.errors import NonFiniteLossError
@@ -23,16 +22,13 @@ import run_helpers
 from run_helpers import REINFORCE
 from run_helpers import ROOT
 from run_helpers import TINY
+from run_helpers import assert_one_line_error
+from run_helpers import cli
 import sweep_gate
 
 
 def snapshot(folder):
   return run_helpers.snapshot(folder, ignore=('.lock',))
-
-
-def cli(*args, timeout=240):
-  return subprocess.run([sys.executable, '-m', 'rl.run', *args], cwd=ROOT,
-                        capture_output=True, text=True, timeout=timeout)
 
 
 def test_outputs_of_a_run(finished_run):
@@ -56,9 +52,9 @@ def test_outputs_of_a_run(finished_run):
 
 def test_rerun_of_a_finished_run_changes_nothing_and_extending_continues(finished_run):
   before = read_metrics(finished_run)
-  run_lib.execute([REINFORCE], TINY, finished_run)
+  experiment.execute([REINFORCE], TINY, finished_run)
   assert read_metrics(finished_run) == before
-  trainer = run_lib.execute([REINFORCE], TINY + ['train_rl.n_epochs = 4'], finished_run)
+  trainer = experiment.execute([REINFORCE], TINY + ['train_rl.n_epochs = 4'], finished_run)
   assert trainer.epoch == 4
   assert [r['epoch'] for r in read_metrics(finished_run)] == [1, 2, 3, 4]
 
@@ -196,29 +192,14 @@ def test_ctrl_c_says_where_the_run_stopped_and_rerun_resumes(tmp_path):
 
 
 def test_same_seed_same_numbers_and_seed_flag_changes_them(tmp_path):
-  a = run_lib.execute([REINFORCE], TINY, str(tmp_path / 'a'))
-  b = run_lib.execute([REINFORCE], TINY, str(tmp_path / 'b'))
-  c = run_lib.execute([REINFORCE], TINY, str(tmp_path / 'c'), seed=5)
+  a = experiment.execute([REINFORCE], TINY, str(tmp_path / 'a'))
+  b = experiment.execute([REINFORCE], TINY, str(tmp_path / 'b'))
+  c = experiment.execute([REINFORCE], TINY, str(tmp_path / 'c'), seed=5)
   assert without_timing(a.history) == without_timing(b.history)
   assert without_timing(a.history) != without_timing(c.history)
 
 
 # -- bad input ------------------------------------------------------------------
-
-
-def assert_one_line_error(result, *needles):
-  assert result.returncode != 0
-  err = result.stderr.strip().splitlines()
-  assert len(err) == 1, result.stderr
-  for needle in needles:
-    assert needle in err[0], err[0]
-
-
-def test_cli_unknown_configurable_suggests_the_closest(tmp_path):
-  out = tmp_path / 'x'
-  result = cli(f'--config_file={REINFORCE}', '--config=RLTaks.gamma = 0.9', f'--output_dir={out}')
-  assert_one_line_error(result, "'RLTaks'", "Did you mean 'RLTask'")
-  assert not out.exists()
 
 
 @pytest.mark.parametrize('env_id, needles', [
@@ -285,28 +266,6 @@ def test_cli_missing_config_file(tmp_path):
 # -- the command line a new user types ----------------------------------------
 
 
-def without_binding(tmp_path, name):
-  """A copy of the REINFORCE config lacking the binding of `name`."""
-  config = tmp_path / 'partial.gin'
-  with open(REINFORCE) as f:
-    config.write_text(''.join(line for line in f if not line.startswith(name + ' ')))
-  return config
-
-
-@pytest.mark.parametrize('name, in_file, in_flag', [
-    ('RLTask.env', "RLTask.env = 'CartPole-v1'", "RLTask.env='CartPole-v1'"),
-    ('train_rl.trainer_class', 'train_rl.trainer_class = @PPO', 'train_rl.trainer_class=@PPO'),
-])
-def test_cli_missing_required_binding_names_it_and_how_to_give_it(tmp_path, name, in_file,
-                                                                   in_flag):
-  out = tmp_path / 'x'
-  result = cli(f'--config_file={without_binding(tmp_path, name)}', f'--output_dir={out}')
-  assert_one_line_error(result, f'{name} is required', f'add e.g. {in_file} to the config file',
-                        f'--config "{in_flag}"')
-  assert result.returncode == 2
-  assert not out.exists()
-
-
 def test_cli_resumes_a_run_from_its_folder_alone(finished_run, tmp_path):
   run = tmp_path / 'run'
   shutil.copytree(finished_run, run)
@@ -328,23 +287,8 @@ def test_cli_resumes_a_run_from_its_folder_alone(finished_run, tmp_path):
   assert [r['epoch'] for r in read_metrics(run)] == list(range(1, done + 2))
   # The original command still resumes it: the saved config spells out the
   # defaults its config file leaves unset, which is no change.
-  trainer = run_lib.execute([REINFORCE], TINY + [f'train_rl.n_epochs = {done + 1}'], str(run))
+  trainer = experiment.execute([REINFORCE], TINY + [f'train_rl.n_epochs = {done + 1}'], str(run))
   assert trainer.epoch == done + 1
-
-
-def test_config_difference_ignores_defaults_and_what_a_saved_config_leaves_out():
-  old = "RLTask.gamma = 0.9\ngae.lambda_ = 0.8\nRLTask.n_envs = 4\n"
-  new = "RLTask.gamma = 0.9\nRLTask.max_steps = None\nRLTask.n_envs = 4\nRLTask.seed = 0\n"
-  # A binding set to its parameter's default equals no binding.
-  assert run_lib.config_difference(old, new) == ['gae.lambda_: 0.8 -> (unset)']
-  # A run's saved (operative) config lists every binding the run used, so a
-  # binding it lacks was never used.
-  assert run_lib.config_difference(old, new, new_is_operative=True) == []
-  assert run_lib.config_difference(old, new.replace('= 4', '= 2'), new_is_operative=True) == [
-      'RLTask.n_envs: 4 -> 2']
-  # Another value than the default is a difference.
-  assert run_lib.config_difference(old, new + 'RLTask.seed = 1\n', new_is_operative=True) == [
-      'RLTask.seed: (unset) -> 1']
 
 
 @pytest.mark.parametrize('exists', [False, True])
@@ -364,33 +308,6 @@ def test_cli_without_arguments_says_what_works():
   assert_one_line_error(result, '--config_file=', 'to start a run', '--output_dir=',
                         'to resume one')
   assert result.returncode == 2
-
-
-@pytest.mark.parametrize('binding, quoted', [
-    ('PPO.epsilon=abc', "PPO.epsilon='abc'"),
-    # What the shell leaves of --config RLTask.env='Pendulum-v1' without outer quotes.
-    ('RLTask.env=Pendulum-v1', "RLTask.env='Pendulum-v1'"),
-    ('RLTask.env = Pendulum-v1', "RLTask.env='Pendulum-v1'"),
-])
-def test_cli_unquoted_string_shows_the_quoted_form(tmp_path, binding, quoted):
-  out = tmp_path / 'x'
-  result = cli(f'--config_file={REINFORCE}', '--config', binding, f'--output_dir={out}')
-  assert_one_line_error(result, 'is not a Python literal', f'{quoted}',
-                        f'--config "{quoted}"')
-  assert 'ast.Name' not in result.stderr
-  assert result.returncode == 2
-  assert not out.exists()
-
-
-def test_cli_unquoted_string_in_a_config_file_names_the_file_and_line(tmp_path):
-  config = tmp_path / 'mine.gin'
-  config.write_text('RLTask.n_envs = 2\nRLTask.env = Pendulum-v1\n')
-  out = tmp_path / 'x'
-  result = cli(f'--config_file={REINFORCE}', f'--config_file={config}', f'--output_dir={out}')
-  assert_one_line_error(result, f'{config}, line 2', 'is not a Python literal',
-                        "RLTask.env = 'Pendulum-v1'")
-  assert result.returncode == 2
-  assert not out.exists()
 
 
 @pytest.mark.parametrize('stray', ['configs/ppo_cartpole.gin', 'configs/mine.gin', 'README.md'])
@@ -425,110 +342,11 @@ def test_misspelt_flag_of_the_other_commands_is_one_line_and_exit_2(module, flag
   assert result.returncode == 2
 
 
-def test_cli_include_resolves_against_the_including_file(tmp_path):
-  """`include` finds the file beside the one that includes it, from any working directory."""
-  configs = tmp_path / 'configs'
-  (configs / 'base').mkdir(parents=True)
-  (configs / 'base' / 'tiny.gin').write_text('\n'.join(TINY) + '\n')
-  (configs / 'base' / 'reinforce.gin').write_text(f"include {REINFORCE!r}\ninclude 'tiny.gin'\n")
-  (configs / 'x.gin').write_text("include 'base/reinforce.gin'\ntrain_rl.n_epochs = 0\n"
-                                 'RLTask.gamma = 0.9\n')
-  elsewhere = tmp_path / 'elsewhere'
-  elsewhere.mkdir()
-  pythonpath = os.pathsep.join(filter(None, [ROOT, os.environ.get('PYTHONPATH')]))
-  result = subprocess.run(
-      [sys.executable, '-m', 'rl.run', '--config_file=../configs/x.gin', '--output_dir=out'],
-      cwd=elsewhere, env=dict(os.environ, PYTHONPATH=pythonpath), capture_output=True,
-      text=True, timeout=240)
-  assert result.returncode == 0, result.stderr
-  operative = (elsewhere / 'out' / 'config.gin').read_text()
-  assert 'PolicyGradientTrainer.batch_size = 64' in operative  # from base/tiny.gin
-  assert 'RLTask.gamma = 0.9' in operative
-
-
-def test_include_relative_to_the_working_directory_still_works(tmp_path, monkeypatch):
-  config = tmp_path / 'x.gin'
-  config.write_text("include 'configs/reinforce_cartpole.gin'\nRLTask.gamma = 0.9\n")
-  monkeypatch.chdir(ROOT)
-  run_lib.parse_config([str(config)], [])
-  assert gin.query_parameter('RLTask.env') == 'CartPole-v1'
-  assert gin.query_parameter('RLTask.gamma') == 0.9
-
-
-def test_missing_include_is_one_line_naming_both_files(tmp_path):
-  config = tmp_path / 'x.gin'
-  config.write_text("RLTask.gamma = 0.9\ninclude 'base.gin'\n")
-  with pytest.raises(ConfigError) as info:
-    run_lib.parse_config([str(config)], [])
-  message = str(info.value)
-  assert '\n' not in message
-  assert "'base.gin'" in message and f'{config}' in message and 'does not exist' in message
-
-
-@pytest.mark.parametrize('binding, needles', [
-    ('RLTask.gama = 0.9', ["'RLTask' has no parameter 'gama'", "Did you mean 'gamma'"]),
-    ('PolicyGradientTrainer.n_eval_episdoes = 3', ["Did you mean 'n_eval_episodes'"]),
-    ("RLTask.env_kwargs = 3", ['cannot build RLTask']),
-    ("RLTask.env = 'CartPol-v1'", ["unknown env id 'CartPol-v1'", "Did you mean 'CartPole-v1'"]),
-    ("RLTask.env = 'rl_test/TupleAction-v0'", ['PolicyGradientTrainer cannot act',
-                                               'not supported']),
-    ('PolicyGradientTrainer.n_interactions_per_epoch = 100',
-     ['exactly one of n_trajectories_per_epoch']),
-    ("multifactor.factors = 'constant * warmupp'", ["warmupp"]),
-    # Integer parameters refuse floats and bools instead of truncating them.
-    ('train_rl.n_epochs = 2.5', ['train_rl.n_epochs must be an integer, got 2.5',
-                                 'train_rl.n_epochs = 2']),
-    ('RLTask.n_envs = True', ['RLTask.n_envs must be an integer, got True (a bool)']),
-    ('RLTask.seed = 1.5', ['RLTask.seed must be an integer']),
-    ('RLTask.max_steps = 100.0', ['RLTask.max_steps must be an integer']),
-    ('PolicyGradientTrainer.batch_size = 64.0', ['PolicyGradientTrainer.batch_size must be']),
-    ('PolicyGradientTrainer.n_trajectories_per_epoch = 4.5',
-     ['PolicyGradientTrainer.n_trajectories_per_epoch must be an integer']),
-    ('policy/multifactor.warmup_steps = 1e3', ['policy/multifactor.warmup_steps must be',
-                                               'warmup_steps = 1000']),
-    # Numeric parameters refuse strings instead of converting them somewhere, or not.
-    ("train_rl.n_epochs = '3'", ["train_rl.n_epochs must be an integer, got '3' (a string)",
-                                 'train_rl.n_epochs = 3']),
-    ("RLTask.n_envs = 'many'", ["RLTask.n_envs must be an integer, got 'many' (a string)",
-                                'RLTask.n_envs = 8']),
-    ("PolicyGradientTrainer.n_trajectories_per_epoch = '4'",
-     ['PolicyGradientTrainer.n_trajectories_per_epoch must be an integer, got',
-      'PolicyGradientTrainer.n_trajectories_per_epoch = 4']),
-    ("RLTask.gamma = '0.9'", ["RLTask.gamma must be a number, got '0.9' (a string)",
-                              'RLTask.gamma = 0.9']),
-    ("multifactor.constant = 'high'", ["multifactor.constant must be a number, got 'high'"]),
-])
-def test_bad_config_is_one_clear_line_and_writes_nothing(tmp_path, binding, needles):
-  out = tmp_path / 'x'
-  with pytest.raises(ConfigError) as info:
-    run_lib.execute([REINFORCE], TINY + [binding], str(out))
-  message = str(info.value)
-  assert '\n' not in message
-  for needle in needles:
-    assert needle in message
-  assert not out.exists()
-
-
-@pytest.mark.parametrize('error', [ValueError, KeyError, AttributeError, IndexError])
-def test_a_bug_while_building_is_not_reported_as_a_config_error(error):
-  """Only errors that come from the config become one-line ConfigErrors.
-
-  A KeyError or ValueError raised by the code itself is a bug; reporting it as
-  a bad gin binding would send the user looking in the wrong place.
-  """
-  class Broken:
-    def __init__(self):
-      raise error('a bug in the code, not in the config')
-
-  with pytest.raises(error):
-    run_lib.construct(Broken)
-
-
 def test_output_dir_that_is_a_file(tmp_path):
   path = tmp_path / 'file'
   path.write_text('keep me')
   with pytest.raises(OutputDirError, match='is a file'):
-    run_lib.execute([REINFORCE], TINY, str(path))
+    experiment.execute([REINFORCE], TINY, str(path))
   assert path.read_text() == 'keep me'
 
 
@@ -541,13 +359,13 @@ def test_output_dir_not_writable():
   except OSError:
     pass
   with pytest.raises(OutputDirError, match='not writable'):
-    run_lib.execute([REINFORCE], TINY, target)
+    experiment.execute([REINFORCE], TINY, target)
 
 
 def test_changed_config_is_refused_with_the_differing_binding(finished_run):
   before = snapshot(finished_run)
   with pytest.raises(OutputDirError, match=r'RLTask.gamma: 0.99 -> 0.9'):
-    run_lib.execute([REINFORCE], TINY + ['RLTask.gamma = 0.9'], finished_run)
+    experiment.execute([REINFORCE], TINY + ['RLTask.gamma = 0.9'], finished_run)
   assert snapshot(finished_run) == before
 
 
@@ -555,21 +373,21 @@ def test_n_epochs_below_finished_epochs(finished_run):
   before = snapshot(finished_run)
   done = len(read_metrics(finished_run))
   with pytest.raises(ConfigError, match=f'lower than the {done} epochs'):
-    run_lib.execute([REINFORCE], TINY + ['train_rl.n_epochs = 1'], finished_run)
+    experiment.execute([REINFORCE], TINY + ['train_rl.n_epochs = 1'], finished_run)
   assert snapshot(finished_run) == before
 
 
 def test_second_run_on_a_busy_folder_is_refused(tmp_path):
   out = tmp_path / 'busy'
   out.mkdir()
-  with run_lib.folder_lock(str(out)):
+  with run_folder.folder_lock(str(out)):
     with pytest.raises(OutputDirError, match='in use by a running run'):
-      run_lib.execute([REINFORCE], TINY, str(out))
+      experiment.execute([REINFORCE], TINY, str(out))
 
 
 def test_nan_loss_stops_keeping_the_last_good_checkpoint(tmp_path):
   out = str(tmp_path / 'nan')
-  run_lib.execute([REINFORCE], TINY[:1] + ['train_rl.n_epochs = 2'] + TINY[2:], out)
+  experiment.execute([REINFORCE], TINY[:1] + ['train_rl.n_epochs = 2'] + TINY[2:], out)
   good = final_params(out)
   metrics_before = read_metrics(out)
   # The losses of epoch 3's steps are finite (each is taken before its
@@ -577,7 +395,7 @@ def test_nan_loss_stops_keeping_the_last_good_checkpoint(tmp_path):
   with pytest.raises(NonFiniteLossError,
                      match="'global norm of the weights trained on policy_loss' became inf "
                            "at train step 3;"):
-    run_lib.execute([REINFORCE], TINY + ['train_rl.n_epochs = 4', 'multifactor.constant = 1e38'],
+    experiment.execute([REINFORCE], TINY + ['train_rl.n_epochs = 4', 'multifactor.constant = 1e38'],
                     out, allow_config_change=True)
   step, params = final_params(out)
   assert step == good[0] == 2
@@ -601,7 +419,7 @@ def test_cli_nan_exit_code_and_message(tmp_path):
 def test_cli_nan_after_a_checkpoint_with_clipping_on(tmp_path):
   """The message names the kept checkpoint and does not suggest the clipping already set."""
   out = tmp_path / 'n'
-  run_lib.execute([REINFORCE], TINY[:1] + ['train_rl.n_epochs = 1'] + TINY[2:], str(out))
+  experiment.execute([REINFORCE], TINY[:1] + ['train_rl.n_epochs = 1'] + TINY[2:], str(out))
   result = cli(f'--config_file={REINFORCE}', f'--output_dir={out}', '--allow_config_change',
                *[f'--config={b}' for b in TINY], '--config=multifactor.constant = 1e38')
   # The REINFORCE config sets Adam.clip_grad_norm = 1.0.
@@ -614,7 +432,7 @@ def test_cli_nan_after_a_checkpoint_with_clipping_on(tmp_path):
 
 def test_corrupt_newest_checkpoint_falls_back_to_the_previous(tmp_path, caplog):
   out = str(tmp_path / 'corrupt')
-  run_lib.execute([REINFORCE], TINY, out)  # checkpoints after epochs 1, 2 and 3
+  experiment.execute([REINFORCE], TINY, out)  # checkpoints after epochs 1, 2 and 3
   checkpoints = os.path.join(out, 'checkpoints')
   # Damage every array file of the newest checkpoint.
   for dirpath, _, files in os.walk(os.path.join(checkpoints, '3', 'arrays')):
@@ -622,15 +440,15 @@ def test_corrupt_newest_checkpoint_falls_back_to_the_previous(tmp_path, caplog):
       with open(os.path.join(dirpath, name), 'wb') as f:
         f.write(b'garbage')
   with caplog.at_level('WARNING'):
-    trainer = run_lib.execute([REINFORCE], TINY, out)
+    trainer = experiment.execute([REINFORCE], TINY, out)
   assert 'checkpoint 3 is unreadable' in caplog.text
   assert trainer.epoch == 3  # epoch 3 was redone from the epoch-2 checkpoint
-  straight = run_lib.execute([REINFORCE], TINY, str(tmp_path / 'straight'))
+  straight = experiment.execute([REINFORCE], TINY, str(tmp_path / 'straight'))
   assert without_timing(read_metrics(out)) == without_timing(straight.history)
 
 
 def test_eval_temperatures_are_logged_under_their_keys(tmp_path):
-  trainer = run_lib.execute([REINFORCE], TINY + ['train_rl.n_epochs = 1',
+  trainer = experiment.execute([REINFORCE], TINY + ['train_rl.n_epochs = 1',
                                                  'PolicyGradientTrainer.eval_temperatures = (0, 0.5)'],
                             str(tmp_path / 't'))
   assert {'eval_return', 'eval_return_temperature_0.5'} <= set(trainer.history[-1])
@@ -639,18 +457,18 @@ def test_eval_temperatures_are_logged_under_their_keys(tmp_path):
 def test_stop_at_return_stops_early_and_a_rerun_does_nothing(tmp_path):
   out = str(tmp_path / 'stop')
   bindings = TINY + ['train_rl.n_epochs = 5', 'train_rl.stop_at_return = 1']
-  trainer = run_lib.execute([REINFORCE], bindings, out)
+  trainer = experiment.execute([REINFORCE], bindings, out)
   assert trainer.epoch == 1  # any CartPole eval return is >= 1
-  assert run_lib.execute([REINFORCE], bindings, out).epoch == 1
+  assert experiment.execute([REINFORCE], bindings, out).epoch == 1
   # Dropping the goal continues the same run to n_epochs (the binding may change).
-  assert run_lib.execute([REINFORCE], TINY + ['train_rl.n_epochs = 2'], out).epoch == 2
+  assert experiment.execute([REINFORCE], TINY + ['train_rl.n_epochs = 2'], out).epoch == 2
 
 
 def test_default_relative_output_dir(tmp_path, monkeypatch):
   """`--output_dir` defaults to runs/<config stem>, relative to the working directory."""
   monkeypatch.chdir(tmp_path)
   bindings = TINY + ['train_rl.n_epochs = 2', 'train_rl.checkpoint_every = 2']
-  run_lib.execute([REINFORCE], bindings)
+  experiment.execute([REINFORCE], bindings)
   assert [r['epoch'] for r in read_metrics('runs/reinforce_cartpole')] == [1, 2]
   assert os.listdir(os.path.join('runs', 'reinforce_cartpole', 'checkpoints'))
-  assert run_lib.execute([REINFORCE], bindings).epoch == 2  # resumes from there
+  assert experiment.execute([REINFORCE], bindings).epoch == 2  # resumes from there

@@ -17,7 +17,7 @@ import pytest
 
 import batch_helpers
 from rl.ops import advantages
-from rl import run as run_lib
+from rl import experiment as run_lib
 from rl.data import slices
 from rl.data.checkpoints import Checkpointer
 from rl.errors import ConfigError

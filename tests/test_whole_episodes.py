@@ -13,7 +13,8 @@ import gin
 import pytest
 
 from rl.ops import advantages
-from rl import run as run_lib
+from rl.config import first_sentence
+from rl import experiment as run_lib
 from rl.errors import ConfigError
 from rl.envs.gym_task import RLTask
 from rl.algorithms import A2C
@@ -49,7 +50,7 @@ def test_monte_carlo_returns_refuse_epochs_of_env_steps(name):
   with pytest.raises(ConfigError) as info:
     BUILDERS[name](task(), n_interactions_per_epoch=16)
   # gin appends the call site on further lines; the runner prints the first.
-  message = run_lib.first_sentence(str(info.value))
+  message = first_sentence(str(info.value))
   assert name in message and 'n_interactions_per_epoch' in message
   assert 'n_trajectories_per_epoch' in message  # the fix
 

@@ -1,0 +1,282 @@
+"""The gin configuration layer: parsing, includes, one-line errors, and config differences.
+
+`parse_config` reads the config files in order, then the bindings; an
+`include` finds its file beside the file that includes it first, then from
+the working directory. Every problem with the input becomes one
+rl.errors.ConfigError line that names the fix: an unknown configurable or
+parameter (with the closest name), a value that is not a Python literal, a
+required value left unbound, a number of the wrong type (rl.configurables),
+and bad values the constructors refuse (`construct`). Only gin's public API
+is used.
+"""
+import ast
+import difflib
+import io
+import os
+import re
+
+import gin
+
+# Imported for their gin registrations, so that every config parsed here can name them.
+from rl import algorithms  # pylint: disable=unused-import
+from rl import compiler  # pylint: disable=unused-import
+from rl import configurables
+from rl.envs import gym_task  # pylint: disable=unused-import
+from rl.errors import ConfigError
+from rl.errors import OutputDirError
+from rl.errors import UserError
+from rl.nets import models  # pylint: disable=unused-import
+from rl.ops import advantages  # pylint: disable=unused-import
+from rl.ops import distributions  # pylint: disable=unused-import
+from rl.optim import lr_schedules  # pylint: disable=unused-import
+from rl.optim import optimizers  # pylint: disable=unused-import
+
+# What to show as the value of a required binding that is missing.
+_REQUIRED_EXAMPLES = {'RLTask.env': "'CartPole-v1'", 'train_rl.trainer_class': '@PPO'}
+
+
+def parse_config(config_files, bindings):
+  """Parses `config_files` in order, then `bindings`, into gin's global config.
+
+  Raises:
+    ConfigError: one line naming what is wrong and how to fix it.
+  """
+  for path in config_files:
+    if not os.path.isfile(path):
+      raise ConfigError(f"config file '{path}' does not exist; check the --config_file path.")
+  try:
+    for path in config_files:
+      _parse_file(path, [])
+    gin.parse_config(list(bindings))
+  except UserError:
+    raise
+  except Exception as e:  # gin's own parse errors  pylint: disable=broad-except
+    raise _gin_error(e) from None
+  configurables.check_numeric_bindings()
+
+
+class _NoReferences(gin.config_parser.ParserDelegate):
+  """Lets gin's parser read a file's statements without resolving its references."""
+
+  def configurable_reference(self, scoped_configurable_name, evaluate):
+    return None
+
+  def macro(self, macro_name):
+    return None
+
+
+def _named_text(text, name):
+  """`text` as a file-like object named `name`: gin's parse errors then name the file."""
+  f = io.StringIO(text)
+  f.name = name
+  return f
+
+
+def _parse_file(path, chain):
+  """Parses one config file with its includes, each where it stands in the file.
+
+  gin would open an included path as written, i.e. relative to the working
+  directory (google/gin-config#104), so the file is parsed in pieces between
+  its include statements and each included file in between; a piece keeps
+  its lines' numbers (blank lines stand in for the ones before it), so gin's
+  errors name the right line. `chain`: the files that include this one.
+  """
+  with open(path, encoding='utf-8') as f:
+    text = f.read()
+  lines = io.StringIO(text).readlines()  # split as the tokenizer counts lines
+  done = 0  # lines parsed so far
+  for include in _includes(text, path):
+    end = include.location.line_num  # the include's line, 1-based
+    gin.parse_config(_named_text('\n' * done + ''.join(lines[done:end - 1]), path))
+    _parse_file(_included_path(include.filename, path, chain), chain + [path])
+    done = end
+  gin.parse_config(_named_text('\n' * done + ''.join(lines[done:]), path))
+
+
+def _includes(text, path):
+  """The include statements of a config file's `text`, in order.
+
+  They end early at a statement gin cannot read: the parse of the text up to
+  there (`_parse_file`) then reports it, after any error that comes before it.
+  """
+  statements = gin.config_parser.ConfigParser(_named_text(text, path), _NoReferences())
+  while True:
+    try:
+      statement = next(statements)
+    except Exception:  # pylint: disable=broad-except  (StopIteration at the end, too)
+      return
+    if isinstance(statement, gin.config_parser.IncludeStatement):
+      yield statement
+
+
+def _included_path(path, including, chain):
+  """Where the `include`d `path` is: beside the `including` file, else from the working dir."""
+  candidates = [path] if os.path.isabs(path) else [
+      os.path.join(os.path.dirname(including), path), path]
+  for candidate in candidates:
+    if os.path.isfile(candidate):
+      if any(os.path.samefile(candidate, p) for p in chain + [including]):
+        circle = ' -> '.join(chain + [including, path])
+        raise ConfigError(f'the config files include each other in a circle ({circle}); '
+                          'remove one of these includes.')
+      return candidate
+  raise ConfigError(f"'{including}' includes '{path}', which does not exist beside it nor in "
+                    'the working directory; fix the include path.')
+
+
+def _suggest(word, candidates):
+  close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+  return f" Did you mean '{close[0]}'?" if close else ''
+
+
+def _gin_error(e):
+  """Turns gin's parse errors into one line with a suggestion."""
+  text = ' '.join(str(e).split())
+  m = re.search(r"No configurable matching '([^']+)'", text)
+  if m:
+    name = m.group(1).split('/')[-1]
+    return ConfigError(f"unknown configurable '{name}' in the gin config."
+                       f"{_suggest(name, configurables.registered_names())} "
+                       "Check the binding's spelling.")
+  m = re.search(r"Configurable '([^']+)' doesn't have a parameter named '([^']+)'", text)
+  if m:
+    selector, param = m.groups()
+    return ConfigError(f"'{selector}' has no parameter '{param}'."
+                       f"{_suggest(param, configurables.parameters_of(selector))} "
+                       "Fix the binding's parameter name.")
+  m = re.search(r"Failed to parse token '([^']*)'", text)
+  if m and isinstance(e, SyntaxError) and '=' in (e.text or ''):
+    return ConfigError(_not_a_literal(m.group(1), e.text, e.filename, e.lineno))
+  return ConfigError(f'bad gin config: {text[:400]}')
+
+
+def _not_a_literal(token, line, filename, lineno):
+  """Says that a binding's value is not a Python literal, and shows it quoted.
+
+  The usual cause is a string without its quotes (RLTask.env = CartPole-v1),
+  on the command line often because the shell removed them from a --config
+  argument that was not quoted as a whole.
+  """
+  name, _, value = (part.strip() for part in line.partition('='))
+  if re.fullmatch(r'[\w.:/+-]+', value):  # one bare word: quote all of it
+    word, quoted = value, repr(value)
+  else:  # quote the word gin stopped at
+    word = token
+    quoted = re.sub(rf'(?<![\w\'"]){re.escape(token)}(?![\w\'"])', repr(token), value, count=1)
+  if filename:
+    return (f'{filename}, line {lineno}: {word}, in {name} = {value}, is not a Python literal; '
+            f'a string needs quotes: {name} = {quoted}.')
+  return (f'--config {name}={value}: {word} is not a Python literal; a string needs quotes, '
+          f'{name}={quoted}, and the shell needs the whole binding in quotes: '
+          f'--config "{name}={quoted}".')
+
+
+def _missing_required(selector, params):
+  """Names gin.REQUIRED parameters left unbound, and how to bind them."""
+  names = [f'{selector}.{param}' for param in params]
+  value = _REQUIRED_EXAMPLES.get(names[0], '<value>')
+  return (f"{' and '.join(names)} {'is' if len(names) == 1 else 'are'} required but not "
+          f'bound; add e.g. {names[0]} = {value} to the config file or pass '
+          f'--config "{names[0]}={value}".')
+
+
+def construct(cls, **kwargs):
+  """Calls a gin-configured class; errors that come from the config become one line.
+
+  Those are the UserErrors the constructors raise for bad values and
+  combinations, TypeErrors of a misspelt parameter or a binding of the
+  wrong type, and gin's RuntimeError for a required parameter left unbound.
+  Any other exception is a bug in the code, not in the config:
+  it keeps its type and traceback rather than being blamed on the bindings.
+  """
+  try:
+    return cls(**kwargs)
+  except UserError as e:
+    # gin appends 'In call to configurable ...' lines; the user needs one line.
+    base = next(c for c in type(e).__mro__ if c in (ConfigError, OutputDirError, UserError))
+    raise base(first_sentence(str(e))) from None
+  except TypeError as e:
+    text = ' '.join(str(e).split())
+    m = re.search(r"unexpected keyword argument '([^']+)'", text)
+    if m:
+      name = cls.__name__
+      raise ConfigError(
+          f"'{name}' has no parameter '{m.group(1)}'."
+          f"{_suggest(m.group(1), configurables.parameters_of(name))} "
+          "Fix the binding's parameter name.") from None
+    raise ConfigError(f'cannot build {cls.__name__}: {first_sentence(text)} '
+                      '(check the types of its gin bindings).') from None
+  except RuntimeError as e:
+    m = re.match(r'Required bindings for `([^`]+)` not provided in config: \[([^\]]*)\]', str(e))
+    if not m:
+      raise
+    raise ConfigError(_missing_required(m.group(1), re.findall(r"'([^']+)'", m.group(2)))) from None
+
+
+def first_sentence(text):
+  """The error text without gin's call-site lines, on one line."""
+  text = text.split('\n  In call to configurable')[0]
+  return ' '.join(text.split())[:400]
+
+
+def configured_env():
+  """RLTask.env as the parsed config binds it (through a macro too); None when unbound
+  or bound to something else (RLTask then says what is wrong)."""
+  try:
+    value = gin.query_parameter('RLTask.env')
+  except ValueError:
+    return None
+  if isinstance(value, gin.config.ConfigurableReference) and value.configurable.name == 'macro':
+    value = value.scoped_configurable_fn()  # a macro's value; nothing else is called
+  return value if isinstance(value, str) else None
+
+
+def config_bindings(config_str):
+  """{'selector.param': 'value'} of a gin config string (one binding a line)."""
+  bindings = {}
+  key = None
+  for line in config_str.splitlines():
+    if not line.strip() or line.lstrip().startswith('#'):
+      continue
+    m = re.match(r'^([\w./@-]+)\s*=\s*(.*)$', line)
+    if m and not line.startswith(' '):
+      key = m.group(1)
+      bindings[key] = m.group(2).strip()
+    elif key is not None:  # continuation of a multi-line value
+      bindings[key] += ' ' + line.strip()
+  return bindings
+
+
+def _binds_default(key, value):
+  """Whether binding `key` ('scope/selector.param') to the gin text `value` restates its default."""
+  selector, _, param = key.rpartition('.')
+  fn = configurables.find(selector)
+  try:
+    value = ast.literal_eval(value)
+  except Exception:  # pylint: disable=broad-except  # a @reference, a macro
+    return False
+  if fn is None:
+    return False
+  default = configurables.parameter_default(fn, param)
+  return type(value) is type(default) and value == default  # pylint: disable=unidiomatic-typecheck
+
+
+def config_difference(old, new, new_is_operative=False, ignored=()):
+  """Sorted 'name: old -> new' strings for bindings that differ (`ignored` names excepted).
+
+  A binding that one config lacks and the other sets to its parameter's
+  default is no difference: a run's saved config.gin spells out the defaults.
+  With `new_is_operative` (`new` comes from a run's config.gin, which lists
+  every binding the run used), a binding that only `old` has was never used.
+  """
+  old_b, new_b = config_bindings(old), config_bindings(new)
+  diffs = []
+  for k in sorted(set(old_b) | set(new_b)):
+    if k in ignored or old_b.get(k) == new_b.get(k):
+      continue
+    if k not in new_b and new_is_operative:
+      continue
+    if (k not in old_b or k not in new_b) and _binds_default(k, new_b.get(k, old_b.get(k))):
+      continue
+    diffs.append(f'{k}: {old_b.get(k, "(unset)")} -> {new_b.get(k, "(unset)")}')
+  return diffs

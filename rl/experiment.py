@@ -1,0 +1,305 @@
+"""One training run: from its config to a trained, checkpointed run folder.
+
+`execute` parses the config (rl.config), builds the task and the trainer,
+checks that the folder can take the run (rl.run_folder), resumes from the
+folder's last checkpoint if there is one, and trains to `train_rl.n_epochs`.
+Everything that can be wrong with the input is found before the first write
+to the folder. `execute_seeds` does the same for several seeds of one config
+(rl.seeds). Ctrl-C and a non-finite loss end a run with one line that says
+where it stopped and what a rerun does.
+
+Start-up: nothing here compiles or touches a device at import time, and what a
+run needs only later (orbax at the first checkpoint, tensorboardX at the first
+epoch's end) is imported then, so a run reaches its first epoch soon after
+jax, flax and optax are imported (benchmarks/startup.py measures it).
+"""
+import contextlib
+import os
+import time
+
+import gin
+
+from rl import compiler
+from rl import config
+from rl import cpu_dispatch
+from rl import run_folder
+from rl.data.checkpoints import Checkpointer
+from rl.envs import gymnax_envs as jax_envs
+from rl.envs.gym_task import RLTask
+from rl.errors import ConfigError
+from rl.errors import Interrupted
+from rl.errors import NonFiniteLossError
+from rl.errors import OutputDirError
+from rl.metrics import MetricsWriter
+from rl.metrics import format_return
+
+# Bindings that may change between a run and its resume.
+RESUMABLE_BINDINGS = ('train_rl.n_epochs', 'train_rl.stop_at_return')
+# When set, a run appends '<event> <time.time()>' lines to this file as it
+# reaches 'main' (imports done, flags parsed), 'first_epoch_start' (the first
+# epoch this process runs begins) and 'first_epoch_end' (its record and
+# console line are written). benchmarks/startup.py reads them.
+TIMING_ENV_VAR = 'RL_TIMING_FILE'
+
+
+@gin.configurable(denylist=['task', 'output_dir'])
+def train_rl(output_dir=None, trainer_class=gin.REQUIRED, n_epochs=100,
+             checkpoint_every=10, stop_at_return=None, task=None):
+  """Builds the trainer and runs it to `n_epochs` total epochs, resuming if it can.
+
+  Args:
+    output_dir: the run folder (from the runner; not bindable in gin).
+    trainer_class: the trainer, e.g. @PolicyGradientTrainer.
+    n_epochs: total epochs of the run; raise it to extend a finished run.
+    checkpoint_every: checkpoint every this many epochs (and after the last).
+    stop_at_return: stop early once the greedy eval return reaches this
+      (None: run all n_epochs). Benchmarks use it to stop at their target.
+    task: the RLTask (from the runner).
+  """
+  return _Run(output_dir, trainer_class, n_epochs, checkpoint_every, stop_at_return, task)
+
+
+class _Run:
+  """The parts of one run, built (and validated) before anything is written."""
+
+  def __init__(self, output_dir, trainer_class, n_epochs, checkpoint_every, stop_at_return,
+               task):
+    self.output_dir = output_dir
+    self.stop_at_return = stop_at_return
+    self.n_epochs = int(n_epochs)
+    self.checkpoint_every = int(checkpoint_every)
+    if self.n_epochs < 0 or self.checkpoint_every < 1:
+      raise ConfigError('train_rl.n_epochs must be >= 0 and train_rl.checkpoint_every >= 1.')
+    if not isinstance(trainer_class, type):
+      raise ConfigError('train_rl.trainer_class must be a trainer class, e.g. '
+                        'train_rl.trainer_class = @PolicyGradientTrainer.')
+    self.trainer = config.construct(trainer_class, task=task, output_dir=output_dir)
+
+
+class PreparedRun:
+  """One run folder, built, locked and restored, ready to train (see `prepared_run`)."""
+
+  def __init__(self, run, output_dir, checkpointer, full_config, log, writer):
+    self.run = run
+    self.trainer = run.trainer
+    self.output_dir = output_dir
+    self.checkpointer = checkpointer
+    self.full_config = full_config
+    self.log = log
+    self.writer = writer
+    self._first_line = True
+
+  def save(self):
+    arrays, meta = self.trainer.state_dict()
+    meta['config'] = self.full_config
+    self.checkpointer.save(self.trainer.epoch, arrays, meta)
+
+  def log_epoch(self, line):
+    self.log.info(line)
+    if self._first_line:
+      self._first_line = False
+      mark_time('first_epoch_end')
+
+  def epoch_loop(self):
+    """The trainer's EpochLoop with this run's checkpoints, metrics and console."""
+    from rl.learner.base import EpochLoop  # pylint: disable=import-outside-toplevel
+    return EpochLoop(self.trainer, self.run.n_epochs, self.save, self.run.checkpoint_every,
+                     self.writer, self.log_epoch, self.run.stop_at_return)
+
+  def interrupted(self):
+    """The Interrupted error of a Ctrl-C now: where the run stopped, how to resume."""
+    return Interrupted(run_folder.interrupted_message(self.output_dir, *self.stopped_at()))
+
+  def stopped_at(self):
+    """(epoch in progress, n_epochs, epoch of the last checkpoint or None), for a Ctrl-C now."""
+    # The epoch in progress is the one after the last logged (at most the last).
+    epoch = min(len(self.trainer.history) + 1, self.run.n_epochs)
+    return epoch, self.run.n_epochs, run_folder.last_checkpoint(self.checkpointer)
+
+  def non_finite(self, e):
+    """`e` (a NonFiniteLossError) with what this run's checkpoints and config allow."""
+    return NonFiniteLossError(e.metric, e.value, e.step, what_now=after_non_finite(
+        run_folder.last_checkpoint(self.checkpointer), gin.operative_config_str()))
+
+  def log_done(self):
+    trainer = self.trainer
+    last = trainer.history[-1] if trainer.history else {}
+    self.log.info('Training is done: %d epochs, %d env steps, eval return %s. Outputs in %s.',
+                  trainer.epoch, trainer.task.n_interactions,
+                  format_return(last.get('eval_return')), self.output_dir)
+
+
+def configure(config_files, bindings, seed=None):
+  """Parses the config and sets up what every program of the run compiles and runs with."""
+  gin.clear_config()
+  bindings = list(bindings)
+  if seed is not None:
+    bindings.append(f'RLTask.seed = {int(seed)}')
+  config.parse_config(config_files, bindings)
+  # Which kernels every program of the run compiles to (`compiler.fast_compile`).
+  config.construct(compiler.configure)
+  # Before the process's first computation: runs whose envs step on the host
+  # call their policy once a step and read it at once, so they dispatch inline.
+  cpu_dispatch.choose(inline=not jax_envs.is_jax_env(config.configured_env()))
+
+
+def restore(run, output_dir, checkpoint, full_config, allow_config_change, from_saved_config):
+  """Brings a fresh run to the state of the folder's newest `checkpoint` (None: to its start).
+
+  A resume must keep the config the run started with (RESUMABLE_BINDINGS
+  aside, or with allow_config_change) and may only extend its epochs.
+  """
+  if checkpoint is None:
+    run.trainer.collect_initial()
+    return
+  _, arrays, meta = checkpoint
+  diffs = config.config_difference(meta.get('config', ''), full_config,
+                                   new_is_operative=from_saved_config,
+                                   ignored=RESUMABLE_BINDINGS)
+  if diffs and not allow_config_change:
+    raise OutputDirError(
+        f"output folder '{output_dir}' holds a run with a different config ("
+        + '; '.join(diffs) + '); use another --output_dir, or '
+        '--allow_config_change to resume it anyway.')
+  if meta['epoch'] > run.n_epochs:
+    raise ConfigError(
+        f"train_rl.n_epochs ({run.n_epochs}) is lower than the {meta['epoch']} epochs "
+        f"already finished in '{output_dir}'; raise n_epochs or use another --output_dir.")
+  try:
+    run.trainer.load_state_dict(arrays, meta)
+  except (ValueError, KeyError, TypeError) as e:
+    raise ConfigError(
+        f"the checkpoint in '{output_dir}' does not fit the configured model or "
+        f'optimizer ({config.first_sentence(str(e))[:200]}); a changed binding altered their '
+        'shapes. Use another --output_dir.') from None
+
+
+@contextlib.contextmanager
+def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_config_change=False,
+                 log_prefix=''):
+  """Parses the config, builds and resumes one run; yields its PreparedRun.
+
+  Without `config_files`, the run in `output_dir` resumes from its saved
+  config. Everything that can be wrong is checked before the folder is
+  written to; the folder stays locked until the context exits, which closes
+  the run's writer, checkpointer and envs. log_prefix: put before every
+  console line (several runs in one process).
+  """
+  from_saved_config = not config_files
+  if from_saved_config:
+    config_files = [run_folder.saved_config(output_dir)]
+  configure(config_files, bindings, seed)
+  if output_dir is None:
+    output_dir = run_folder.default_output_dir(config_files)
+  run_folder.check_output_dir(output_dir)
+  full_config = gin.config_str()
+
+  task = config.construct(RLTask)
+  run = config.construct(train_rl, output_dir=output_dir, task=task)
+  trainer = run.trainer
+
+  os.makedirs(output_dir, exist_ok=True)
+  with run_folder.folder_lock(output_dir):
+    checkpointer = Checkpointer(os.path.join(output_dir, run_folder.CHECKPOINT_DIR))
+    checkpoint = checkpointer.restore_latest()
+    restore(run, output_dir, checkpoint, full_config, allow_config_change, from_saved_config)
+    log = run_folder.setup_logging(output_dir, log_prefix)
+    run_folder.save_config(output_dir, gin.operative_config_str())
+    if checkpoint is not None:
+      log.info('Resuming %s from epoch %d.', output_dir, trainer.epoch)
+      if trainer.task.resume_warning:
+        log.warning('Warning: %s', trainer.task.resume_warning)
+    writer = MetricsWriter(output_dir, trainer.history, trainer.summary_dirs)
+    try:
+      yield PreparedRun(run, output_dir, checkpointer, full_config, log, writer)
+    finally:
+      writer.close()
+      checkpointer.close()
+      trainer.close()
+
+
+def execute(config_files, bindings, output_dir=None, seed=None, allow_config_change=False):
+  """Parses the config, builds, resumes and runs. Returns the finished trainer.
+
+  Without `config_files`, the run in `output_dir` resumes from its saved config.
+  """
+  with prepared_run(config_files, bindings, output_dir, seed, allow_config_change) as prepared:
+    train(prepared)
+  prepared.log_done()
+  return prepared.trainer
+
+
+def train(prepared):
+  """Runs a PreparedRun's epochs, turning Ctrl-C and NaN stops into their one-line errors."""
+  run = prepared.run
+  try:
+    if prepared.trainer.epoch < run.n_epochs:
+      mark_time('first_epoch_start')
+    loop = prepared.epoch_loop()
+    while not loop.done:
+      epoch_start = time.perf_counter()
+      loop.finish(prepared.trainer.run_epoch(), epoch_start)
+  except KeyboardInterrupt:
+    raise prepared.interrupted() from None
+  except NonFiniteLossError as e:
+    raise prepared.non_finite(e) from None
+
+
+def execute_seeds(config_files, bindings, output_dir, seeds, allow_config_change=False):
+  """Runs `seeds` of one config, each in its own folder <output_dir>/seed_<n>.
+
+  On JAX-native envs the seeds train together, vmapped in one compiled call
+  per epoch (rl.seeds); on gymnasium envs one after the other. Each folder is
+  an ordinary run: it resumes, and rl.evaluate and rl.report read it.
+  Returns the trainers.
+  """
+  from rl import seeds as seeds_lib  # pylint: disable=import-outside-toplevel
+  if output_dir is None:
+    if not config_files:
+      raise ConfigError('give --config_file=<file.gin> or the --output_dir of the seeds.')
+    output_dir = run_folder.default_output_dir(config_files)
+  folders = [os.path.join(output_dir, f'seed_{seed}') for seed in seeds]
+  with contextlib.ExitStack() as stack:
+    runs = []
+    for seed, folder in zip(seeds, folders):
+      files = config_files or [run_folder.saved_config(folder)]
+      runs.append(stack.enter_context(prepared_run(
+          files, bindings, folder, seed, allow_config_change, log_prefix=f'seed {seed}: ')))
+    if not runs[0].trainer.task.jax_native:
+      for prepared in runs:
+        train(prepared)
+    else:
+      seeds_lib.train_together(runs)
+  for prepared in runs:
+    prepared.log_done()
+  return [prepared.trainer for prepared in runs]
+
+
+def mark_time(event):
+  """Appends '<event> <wall seconds>' to $RL_TIMING_FILE, if set (for benchmarks/startup.py)."""
+  path = os.environ.get(TIMING_ENV_VAR)
+  if path:
+    with open(path, 'a') as f:
+      f.write(f'{event} {time.time():.6f}\n')
+
+
+def after_non_finite(checkpoint_epoch, operative_config):
+  """What a NaN stop leaves and what to change, true to the run's checkpoints and clipping.
+
+  A changed learning rate is a changed config, which a resume refuses
+  without --allow_config_change; the clipping advice names an optimizer that
+  is used without clipping, or says that every one clips already.
+  """
+  clipping = {k: v for k, v in config.config_bindings(operative_config).items()
+              if k.endswith('.clip_grad_norm')}
+  unclipped = [k for k, v in clipping.items() if v == 'None']
+  if unclipped or not clipping:
+    fix = ('lower the learning rate or enable gradient clipping (e.g. '
+           f"{unclipped[0] if unclipped else 'Adam.clip_grad_norm'} = 0.5)")
+  else:
+    settings = ', '.join(f'{k} = {v}' for k, v in clipping.items())
+    fix = f'gradient clipping is already on ({settings}), so lower the learning rate'
+  if checkpoint_epoch is None:
+    return f'no checkpoint was written yet. To retry, {fix} and rerun.'
+  return (f'the last good checkpoint (epoch {checkpoint_epoch}) is kept. To go on, {fix} and '
+          'rerun with --allow_config_change (or start over in another --output_dir).')
