@@ -10,12 +10,9 @@ command on the same folder resumes from the last checkpoint; so does
 Compiled programs are kept in JAX's persistent compilation cache
 (rl/compilation_cache.py; --compilation_cache_dir).
 """
-import atexit
-import importlib
 import os
 import re
 import sys
-import threading
 
 from absl import app
 from absl import flags
@@ -45,36 +42,6 @@ flags.DEFINE_string('compilation_cache_dir', None, "JAX's persistent compilation
                     "folder; '', off or none turns the cache off. Default: "
                     '$RL_COMPILATION_CACHE_DIR if set (a folder, or off), else '
                     '$XDG_CACHE_HOME/rl/jax_compilation_cache (~/.cache/rl/jax_compilation_cache).')
-
-
-# Modules a run imports on its way, in the order it needs them, loaded ahead
-# by prefetch_imports: scipy's BLAS and LAPACK bindings, which jaxlib loads
-# (a quarter of a second, with scipy) when it first lowers a QR, i.e. the
-# orthogonal initialisers of the networks; then what the run needs only after
-# its first epoch (the metrics writer's TensorBoard events, the first
-# checkpoint), which is therefore not imported at start-up.
-PREFETCHED_IMPORTS = ('scipy.linalg.cython_blas', 'scipy.linalg.cython_lapack', 'tensorboardX',
-                    'orbax.checkpoint')
-
-
-def prefetch_imports(modules):
-  """Imports `modules` on a background thread; returns the thread.
-
-  The main thread spends the first epoch mostly in XLA's compiler and the
-  env loop, which release the GIL, so the imports (tenths of a second each)
-  run alongside instead of after them. Python's import lock makes a main
-  thread that needs a module early wait for the import in flight. A module
-  that fails to import is left to fail where it is used, with its error.
-  """
-  def load():
-    for name in modules:
-      try:
-        importlib.import_module(name)
-      except Exception:  # pylint: disable=broad-except
-        pass
-  thread = threading.Thread(target=load, name='rl-prefetch-imports')
-  thread.start()
-  return thread
 
 
 def stray_arguments(args):
@@ -113,7 +80,6 @@ def main(argv):
     sys.exit(2)
   # Before anything compiles: nothing is compiled at import time.
   compilation_cache.configure(FLAGS.compilation_cache_dir, 'rl.run')
-  prefetch_imports(PREFETCHED_IMPORTS)
   try:
     if FLAGS.seeds is not None:
       if FLAGS.seed is not None:
@@ -139,25 +105,5 @@ def main(argv):
     sys.exit(130)
 
 
-def exit_now():
-  """Ends the process of a finished run: exit code 0, without the interpreter's teardown.
-
-  By then the run has closed what it writes (metrics, TensorBoard, checkpoints,
-  its log). The exit handlers still run and the streams are flushed; what is
-  skipped is Python's finalisation of every module and object, which with jax
-  and XLA loaded takes 0.3 to 0.5 s: a tenth of a CartPole run that a user
-  waits for. Only for the command line: a caller of `main` keeps its process.
-  """
-  atexit._run_exitfuncs()  # pylint: disable=protected-access  (logging's flush among them)
-  sys.stdout.flush()
-  sys.stderr.flush()
-  os._exit(0)
-
-
-def main_then_exit(argv):
-  main(argv)
-  exit_now()
-
-
 if __name__ == '__main__':
-  app.run(main_then_exit, flags_parser=flags_parser('rl.run'))
+  app.run(main, flags_parser=flags_parser('rl.run'))
