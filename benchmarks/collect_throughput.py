@@ -138,7 +138,7 @@ class CollectLoop:
     # time_collect; it includes the end-of-epoch flush and store.
     assert n_vector_steps * self.task.n_envs == self._steps
     self._epoch += 1
-    self.trainer.collect(n_interactions=self._steps, epoch_id=self._epoch)
+    self.trainer.learner.collect(n_interactions=self._steps, epoch_id=self._epoch)
 
   def close(self):
     self.trainer.close()

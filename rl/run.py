@@ -49,6 +49,7 @@ from rl.errors import Interrupted
 from rl.errors import NonFiniteLossError
 from rl.errors import OutputDirError
 from rl.errors import UserError
+from rl.learner import loop as loop_lib
 from rl.metrics import MetricsWriter
 from rl.metrics import format_return
 from rl.optim import lr_schedules  # pylint: disable=unused-import
@@ -516,6 +517,7 @@ class PreparedRun:
   def __init__(self, run, output_dir, checkpointer, full_config, log, writer):
     self.run = run
     self.trainer = run.trainer
+    self.learner = run.trainer.learner
     self.output_dir = output_dir
     self.checkpointer = checkpointer
     self.full_config = full_config
@@ -524,9 +526,9 @@ class PreparedRun:
     self._first_line = True
 
   def save(self):
-    arrays, meta = self.trainer.state_dict()
+    arrays, meta = self.learner.state_dict()
     meta['config'] = self.full_config
-    self.checkpointer.save(self.trainer.epoch, arrays, meta)
+    self.checkpointer.save(self.learner.epoch, arrays, meta)
 
   def log_epoch(self, line):
     self.log.info(line)
@@ -535,9 +537,9 @@ class PreparedRun:
       mark_time('first_epoch_end')
 
   def epoch_loop(self):
-    """The trainer's EpochLoop with this run's checkpoints, metrics and console."""
-    from rl.learner.base import EpochLoop  # pylint: disable=import-outside-toplevel
-    return EpochLoop(self.trainer, self.run.n_epochs, self.save, self.run.checkpoint_every,
+    """The learner's EpochLoop with this run's checkpoints, metrics and console."""
+    from rl.learner.loop import EpochLoop  # pylint: disable=import-outside-toplevel
+    return EpochLoop(self.learner, self.run.n_epochs, self.save, self.run.checkpoint_every,
                      self.writer, self.log_epoch, self.run.stop_at_return)
 
   def interrupted(self):
@@ -547,7 +549,7 @@ class PreparedRun:
   def stopped_at(self):
     """(epoch in progress, n_epochs, epoch of the last checkpoint or None), for a Ctrl-C now."""
     # The epoch in progress is the one after the last logged (at most the last).
-    epoch = min(len(self.trainer.history) + 1, self.run.n_epochs)
+    epoch = min(len(self.learner.history) + 1, self.run.n_epochs)
     return epoch, self.run.n_epochs, last_checkpoint(self.checkpointer)
 
   def non_finite(self, e):
@@ -556,10 +558,10 @@ class PreparedRun:
         last_checkpoint(self.checkpointer), gin.operative_config_str()))
 
   def log_done(self):
-    trainer = self.trainer
-    last = trainer.history[-1] if trainer.history else {}
+    learner = self.learner
+    last = learner.history[-1] if learner.history else {}
     self.log.info('Training is done: %d epochs, %d env steps, eval return %s. Outputs in %s.',
-                  trainer.epoch, trainer.task.n_interactions,
+                  learner.epoch, learner.task.n_interactions,
                   format_return(last.get('eval_return')), self.output_dir)
 
 
@@ -607,7 +609,7 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
 
   task = construct(RLTask)
   run = construct(train_rl, output_dir=output_dir, task=task)
-  trainer = run.trainer
+  learner = run.trainer.learner
 
   os.makedirs(output_dir, exist_ok=True)
   with folder_lock(output_dir):
@@ -627,28 +629,28 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
             f"train_rl.n_epochs ({run.n_epochs}) is lower than the {meta['epoch']} epochs "
             f"already finished in '{output_dir}'; raise n_epochs or use another --output_dir.")
       try:
-        trainer.load_state_dict(arrays, meta)
+        learner.load_state_dict(arrays, meta)
       except (ValueError, KeyError, TypeError) as e:
         raise ConfigError(
             f"the checkpoint in '{output_dir}' does not fit the configured model or "
             f'optimizer ({first_sentence(str(e))[:200]}); a changed binding altered their '
             'shapes. Use another --output_dir.') from None
     else:
-      trainer.collect_initial()
+      learner.collect_initial()
     log = _setup_logging(output_dir, log_prefix)
     with open(os.path.join(output_dir, CONFIG_FILE), 'w') as f:
       f.write(gin.operative_config_str())
     if restored is not None:
-      log.info('Resuming %s from epoch %d.', output_dir, trainer.epoch)
-      if trainer.task.resume_warning:
-        log.warning('Warning: %s', trainer.task.resume_warning)
-    writer = MetricsWriter(output_dir, trainer.history, trainer.summary_dirs)
+      log.info('Resuming %s from epoch %d.', output_dir, learner.epoch)
+      if learner.task.resume_warning:
+        log.warning('Warning: %s', learner.task.resume_warning)
+    writer = MetricsWriter(output_dir, learner.history, run.trainer.summary_dirs)
     try:
       yield PreparedRun(run, output_dir, checkpointer, full_config, log, writer)
     finally:
       writer.close()
       checkpointer.close()
-      trainer.close()
+      learner.close()
 
 
 def execute(config_files, bindings, output_dir=None, seed=None, allow_config_change=False):
@@ -666,12 +668,9 @@ def train(prepared):
   """Runs a PreparedRun's epochs, turning Ctrl-C and NaN stops into their one-line errors."""
   run = prepared.run
   try:
-    if prepared.trainer.epoch < run.n_epochs:
+    if prepared.learner.epoch < run.n_epochs:
       mark_time('first_epoch_start')
-    loop = prepared.epoch_loop()
-    while not loop.done:
-      epoch_start = time.perf_counter()
-      loop.finish(prepared.trainer.run_epoch(), epoch_start)
+    loop_lib.run(prepared.epoch_loop())
   except KeyboardInterrupt:
     raise prepared.interrupted() from None
   except NonFiniteLossError as e:
@@ -698,7 +697,7 @@ def execute_seeds(config_files, bindings, output_dir, seeds, allow_config_change
       files = config_files or [saved_config(folder)]
       runs.append(stack.enter_context(prepared_run(
           files, bindings, folder, seed, allow_config_change, log_prefix=f'seed {seed}: ')))
-    if not runs[0].trainer.task.jax_native:
+    if not runs[0].learner.task.jax_native:
       for prepared in runs:
         train(prepared)
     else:
