@@ -19,7 +19,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from rl.ops import advantages as advantages_lib
-from rl.nets import models
+from rl.nets import heads
+from rl.nets.variables import copy_shared_layers
+from rl.nets.variables import top_level_layers
 from rl.data import slices
 from rl.errors import ConfigError
 from rl.algorithms import batches
@@ -198,7 +200,7 @@ class ActorCriticTrainer(PolicyTrainer):
     self._value_scale = 1.0 / (1.0 - task.gamma) if scale_value_targets else 1.0
     self._estimator = advantage_estimator(gamma=task.gamma, margin=self._margin)
     task.set_n_replay_epochs(n_replay_epochs)
-    self._value_model_factory = value_model or models.Value
+    self._value_model_factory = value_model or heads.Value
     self._value_optimizer = value_optimizer
     self._value_lr_schedule = value_lr_schedule
     self._value_batch_size = value_batch_size
@@ -232,8 +234,8 @@ class ActorCriticTrainer(PolicyTrainer):
 
   def _check_shared_layers(self, name):
     """n_shared_layers must name layers both networks have, in the same order."""
-    policy = models.top_level_layers(self._policy_trainer.variables)
-    value = models.top_level_layers(self._value_trainer.variables)
+    policy = top_level_layers(self._policy_trainer.variables)
+    value = top_level_layers(self._value_trainer.variables)
     common = 0
     while common < min(len(policy), len(value)) and policy[common] == value[common]:
       common += 1
@@ -350,8 +352,8 @@ class ActorCriticTrainer(PolicyTrainer):
 
   def _copy_shared(self, state, src, dst):
     """`state` with the first n_shared_layers of network src copied into network dst (pure)."""
-    merged = models.copy_shared_layers(variables_of(state.nets[src]),
-                                       variables_of(state.nets[dst]), self._n_shared_layers)
+    merged = copy_shared_layers(variables_of(state.nets[src]),
+                                variables_of(state.nets[dst]), self._n_shared_layers)
     params = merged.pop('params')
     return self.with_net(state, dst, params=params, model_state=merged)
 

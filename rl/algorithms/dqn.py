@@ -30,7 +30,7 @@ import numpy as np
 
 from rl.ops import advantages as advantages_lib
 from rl import compiler
-from rl.nets import models
+from rl.nets import heads
 from rl.data import slices
 from rl.errors import ConfigError
 from rl.optim import lr_schedules
@@ -251,7 +251,7 @@ class ValueAgent(RLTrainer):
     if self._value_body is not None:
       # Passed only when set: an explicit None would hide a `Quality.body` binding.
       quality_kwargs['body'] = self._value_body
-    self._q_model = models.Quality(**quality_kwargs)
+    self._q_model = heads.Quality(**quality_kwargs)
     self._value_trainer = build_trainer(
         self.task, self._q_model, self._value_optimizer, self._value_lr_schedule,
         self.value_loss, self.draw_value_slices, self.value_batch, 'value_loss',

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from rl.ops import advantages as advantages_lib
-from rl.nets import models
+from rl.nets import heads
 from rl.data import slices
 from rl.algorithms import batches
 from rl.ops import losses
@@ -102,7 +102,7 @@ class ActorCriticJointTrainer(RLTrainer):
       check_whole_episodes(self, task, dict(kwargs, n_trajectories_per_epoch=n_trajectories_per_epoch),
                            'use a bootstrapping estimator (@gae with added_policy_slice_length >= 1)')
     task.set_n_replay_epochs(n_replay_epochs)
-    self._joint_model_factory = joint_model or models.PolicyAndValue
+    self._joint_model_factory = joint_model or heads.PolicyAndValue
     self._optimizer = optimizer
     self._lr_schedule = lr_schedule
     self._batch_size = batch_size

@@ -10,7 +10,7 @@ per epoch in one fused call.
 import numpy as np
 
 from rl.ops import distributions
-from rl.nets import models
+from rl.nets import heads
 from rl.data import slices
 from rl.errors import ConfigError
 from rl.optim import lr_schedules
@@ -106,7 +106,7 @@ class PolicyTrainer(RLTrainer):
                      output_dir=output_dir, **kwargs)
     check_divisible(policy_train_steps_per_epoch, policy_evals_per_epoch,
                     'policy_train_steps_per_epoch', 'policy_evals_per_epoch')
-    self._policy_model_factory = policy_model or models.Policy
+    self._policy_model_factory = policy_model or heads.Policy
     self._policy_optimizer = policy_optimizer
     self._policy_lr_schedule = policy_lr_schedule
     self._policy_batch_size = policy_batch_size
