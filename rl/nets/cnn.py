@@ -226,8 +226,8 @@ def AtariCnnBody(n_frames: int = 4,
 
   Frames are stacked by the env (gymnasium's FrameStackObservation), not by
   the body: acting feeds the network one timestep (L = 1), so a body that
-  stacked consecutive timesteps of a slice, as the reference's did, would see
-  no history when it acts.
+  stacked consecutive timesteps of a slice (the reference's design) would
+  see no history when it acts.
 
   Args:
     n_frames: stacked frames per observation (4 for the usual Atari

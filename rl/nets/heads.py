@@ -86,7 +86,6 @@ def _normalize(normalizer: nn.Module | None, obs: jax.Array,
   return normalizer(obs, update=update_normalizer)
 
 
-
 class PolicyModel(nn.Module):
   """normalizer -> body -> 'policy_head' Dense(n_inputs): [B, L, n_inputs]."""
 
