@@ -41,7 +41,10 @@ from rl import compiler
 from rl import cpu_dispatch
 from rl.ops import distributions  # pylint: disable=unused-import
 from rl.envs import gymnax_envs as jax_envs
-from rl.nets import models  # pylint: disable=unused-import
+from rl.nets import cnn  # pylint: disable=unused-import
+from rl.nets import heads  # pylint: disable=unused-import
+from rl.nets import mlp  # pylint: disable=unused-import
+from rl.nets import normalizer  # pylint: disable=unused-import
 from rl import algorithms as trainers  # pylint: disable=unused-import
 from rl.data.checkpoints import Checkpointer
 from rl.errors import ConfigError

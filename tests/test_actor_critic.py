@@ -16,7 +16,7 @@ import pytest
 
 import batch_helpers
 from rl.ops import advantages
-from rl.nets import models
+from rl.nets.variables import top_level_layers
 from rl import run as run_lib
 from rl.errors import ConfigError
 from rl.metrics import TIMING_KEYS
@@ -152,8 +152,8 @@ def test_step_counters_survive_a_resume_and_the_resumed_run_matches(tmp_path):
 def test_shared_layers_are_copied_between_the_policy_and_the_value_net():
   trainer = A2C(task_for('CartPole-v1'), n_shared_layers=1, **tiny())
   policy_t, value_t = trainer.learner.networks['policy'], trainer.learner.networks['value']
-  shared = models.top_level_layers(policy_t.variables)[:1]
-  assert shared == models.top_level_layers(value_t.variables)[:1] == ['body']
+  shared = top_level_layers(policy_t.variables)[:1]
+  assert shared == top_level_layers(value_t.variables)[:1] == ['body']
   # Different init seeds: before any epoch the bodies differ, so equality
   # below can only come from the copying.
   assert not trees_equal(params_of(trainer, 'policy')['body'],
@@ -207,7 +207,7 @@ def test_a_shared_normalizer_trains_both_nets_on_the_acting_statistics():
   gin.parse_config(['Policy.normalizer = @Normalize', 'Value.normalizer = @Normalize'])
   trainer = A2C(task_for('CartPole-v1'), n_shared_layers=1, **tiny())
   policy_t, value_t = trainer.learner.networks['policy'], trainer.learner.networks['value']
-  assert models.top_level_layers(policy_t.variables)[:1] == ['normalizer']
+  assert top_level_layers(policy_t.variables)[:1] == ['normalizer']
   seen = {}
   original = trainer.fit
 

@@ -34,7 +34,9 @@ from rl.learner.fused_epoch import variables_of
 from rl.learner.state import with_acting_statistics
 from rl.learner.state import with_net
 from rl.learner.trainer import RLTrainer
-from rl.nets import models
+from rl.nets import heads
+from rl.nets.variables import copy_shared_layers
+from rl.nets.variables import top_level_layers
 from rl.ops import advantages as advantages_lib
 from rl.ops import losses
 
@@ -126,7 +128,7 @@ class ActorCriticTrainer(RLTrainer):
     self._adv_factor = advantage_normalization_factor
     self._value_scale = 1.0 / (1.0 - task.gamma) if scale_value_targets else 1.0
     self._estimator = advantage_estimator(gamma=task.gamma, margin=self._margin)
-    self._value_model_factory = value_model or models.Value
+    self._value_model_factory = value_model or heads.Value
     self._value_optimizer = value_optimizer
     self._value_lr_schedule = value_lr_schedule
     self._value_batch_size = value_batch_size
@@ -162,8 +164,8 @@ class ActorCriticTrainer(RLTrainer):
 
   def initial_extra(self, nets):
     """Checks that n_shared_layers names layers both networks have, in the same order."""
-    policy = models.top_level_layers(nets['policy'].variables)
-    value = models.top_level_layers(nets['value'].variables)
+    policy = top_level_layers(nets['policy'].variables)
+    value = top_level_layers(nets['value'].variables)
     common = 0
     while common < min(len(policy), len(value)) and policy[common] == value[common]:
       common += 1
@@ -259,8 +261,8 @@ class ActorCriticTrainer(RLTrainer):
 
   def _copy_shared(self, state, src, dst):
     """`state` with the first n_shared_layers of network src copied into network dst (pure)."""
-    merged = models.copy_shared_layers(variables_of(state.nets[src]),
-                                       variables_of(state.nets[dst]), self._n_shared_layers)
+    merged = copy_shared_layers(variables_of(state.nets[src]), variables_of(state.nets[dst]),
+                                self._n_shared_layers)
     params = merged.pop('params')
     return with_net(state, dst, params=params, model_state=merged)
 

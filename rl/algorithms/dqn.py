@@ -39,7 +39,7 @@ from rl.learner.checks import check_whole_episodes
 from rl.learner.fused_epoch import variables_of
 from rl.learner.state import with_acting_statistics
 from rl.learner.trainer import RLTrainer
-from rl.nets import models
+from rl.nets import heads
 from rl.ops import advantages as advantages_lib
 from rl.ops import losses
 from rl.ops.q_learning import EpsilonGreedy
@@ -168,7 +168,7 @@ class ValueAgent(RLTrainer):
     if self._value_body is not None:
       # Passed only when set: an explicit None would hide a `Quality.body` binding.
       quality_kwargs['body'] = self._value_body
-    self._q_model = models.Quality(**quality_kwargs)
+    self._q_model = heads.Quality(**quality_kwargs)
     self._value_trainer = networks.build_network(
         self.task, self._q_model, self._value_optimizer, self._value_lr_schedule,
         self.value_loss, self.draw_value_slices, self.value_batch, 'value_loss',

@@ -38,7 +38,7 @@ from rl.learner.checks import check_whole_episodes
 from rl.learner.fused_epoch import variables_of
 from rl.learner.state import with_acting_statistics
 from rl.learner.trainer import RLTrainer
-from rl.nets import models
+from rl.nets import heads
 from rl.ops import advantages as advantages_lib
 from rl.ops import losses
 
@@ -102,7 +102,7 @@ class ActorCriticJointTrainer(RLTrainer):
       check_whole_episodes(self, task, dict(kwargs, n_trajectories_per_epoch=n_trajectories_per_epoch),
                            'use a bootstrapping estimator (@gae with added_policy_slice_length >= 1)')
     self._n_replay_epochs = int(n_replay_epochs)
-    self._joint_model_factory = joint_model or models.PolicyAndValue
+    self._joint_model_factory = joint_model or heads.PolicyAndValue
     self._optimizer = optimizer
     self._lr_schedule = lr_schedule
     self._batch_size = batch_size

@@ -8,7 +8,7 @@ from rl.algorithms import networks
 from rl.data import slices
 from rl.learner.checks import check_divisible
 from rl.learner.state import with_acting_statistics
-from rl.nets import models
+from rl.nets import heads
 
 
 class PolicyNetwork:
@@ -34,7 +34,7 @@ class PolicyNetwork:
                     'policy_evals_per_epoch')
     self.task = task
     self.dist = networks.policy_distribution(task, trainer_name)
-    self._model_factory = model or models.Policy
+    self._model_factory = model or heads.Policy
     self._optimizer = optimizer
     self._lr_schedule = lr_schedule
     self.batch_size = batch_size
