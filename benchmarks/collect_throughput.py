@@ -31,7 +31,8 @@ from rl import cpu_dispatch  # noqa: E402
 from rl.ops import distributions  # noqa: E402
 from rl.envs import registry as envs_lib  # noqa: E402
 from rl import keys  # noqa: E402
-from rl.nets import models  # noqa: E402
+from rl.nets import heads  # noqa: E402
+from rl.nets.variables import init_variables  # noqa: E402
 from rl.envs.gym_task import RLTask  # noqa: E402
 from rl.algorithms.actor_critic import A2C  # noqa: E402
 
@@ -89,9 +90,9 @@ class FloorLoop:
     self._env = envs_lib.make_vector_env(env_id, n_envs)
     space = self._env.single_observation_space
     dist = distributions.create_distribution(self._env.single_action_space)
-    model = models.Policy(policy_distribution=dist)
+    model = heads.Policy(policy_distribution=dist)
     example = np.zeros((1, 1) + space.shape, space.dtype)
-    self._params = models.init_variables(model, keys.seed_key(seed), example)['params']
+    self._params = init_variables(model, keys.seed_key(seed), example)['params']
     self._key = keys.seed_key(seed)
 
     def act(params, obs, key):
@@ -138,7 +139,7 @@ class CollectLoop:
     # time_collect; it includes the end-of-epoch flush and store.
     assert n_vector_steps * self.task.n_envs == self._steps
     self._epoch += 1
-    self.trainer.collect(n_interactions=self._steps, epoch_id=self._epoch)
+    self.trainer.learner.collect(n_interactions=self._steps, epoch_id=self._epoch)
 
   def close(self):
     self.trainer.close()

@@ -367,11 +367,11 @@ def build_runner(args, trainer_name='PPOJoint', template=RUNNER_CONFIG):
   # As rl.run's epoch loop sets it: with a last epoch still to come, each
   # epoch dispatches the next before its host bookkeeping (no evaluation is
   # configured, so none is ever due).
-  trainer._last_epoch = 10**9  # pylint: disable=protected-access
+  trainer.learner.last_epoch = 10**9
 
   def call():
     for _ in range(args.updates):
-      trainer.run_epoch()
+      trainer.learner.run_epoch()
   return trainer, call
 
 
@@ -381,13 +381,13 @@ def measure_runner_vmapped(args, trainer):
   steps = args.seeds * args.updates * HPARAMS['n_envs'] * HPARAMS['n_steps']
   stack = lambda tree: jax.tree_util.tree_map(  # noqa: E731
       lambda x: jnp.stack([x] * args.seeds), tree)
-  epoch = compiler.jit(jax.vmap(trainer.jax_epoch, in_axes=(0, 0, None, None, None)),
+  epoch = compiler.jit(jax.vmap(trainer.learner.jax_epoch, in_axes=(0, 0, None, None, None)),
                        static_argnums=4)
-  current = [stack(trainer.train_state), stack(trainer.task.carry)]
+  current = [stack(trainer.learner.train_state), stack(trainer.task.carry)]
 
   def vmapped():
     for _ in range(args.updates):
-      outputs = epoch(*current, (), np.int32(1), trainer.jax_epoch_steps)
+      outputs = epoch(*current, (), np.int32(1), trainer.learner.jax_epoch_steps)
       current[:] = outputs[:2]
       jax.device_get(outputs[2:])  # the metrics, read back as rl.seeds does
   first = _seconds(vmapped)

@@ -73,16 +73,16 @@ def build(config, n_epochs):
   trainer_class = gin.query_parameter('train_rl.trainer_class').scoped_configurable_fn
   task = RLTask()
   trainer = trainer_class(task=task)
-  trainer.collect_initial()
+  trainer.learner.collect_initial()
   for epoch in range(1, n_epochs + 1):
-    trainer.epoch = epoch
-    trainer.run_epoch()
+    trainer.learner.epoch = epoch
+    trainer.learner.run_epoch()
   return trainer
 
 
 def total_steps(trainer):
   """Optimizer steps taken so far, summed over the trainer's networks."""
-  return sum(t.step for t in trainer._trainers.values())  # pylint: disable=protected-access
+  return sum(t.step for t in trainer.learner.networks.values())  # pylint: disable=protected-access
 
 
 class EpochLoop:
@@ -147,7 +147,7 @@ def recorded_fits(trainer):
       del trainer.fit  # the instance attribute; the class's method shows again
     return fits
 
-  outputs = compiler.jit(update)(trainer.train_state, trainer.epoch_data())
+  outputs = compiler.jit(update)(trainer.learner.train_state, trainer.epoch_data(trainer.epoch))
   return [Fit(name, data, carry, n_steps)
           for (name, n_steps), (data, carry) in zip(names, outputs)]
 
@@ -164,7 +164,7 @@ def floor_inputs(trainer, fit):
   each step's transitions); PPO's advantages are computed once per rollout
   (here: once per epoch, in the trainer's preparation).
   """
-  spec = trainer._trainers[fit.name].spec  # pylint: disable=protected-access
+  spec = trainer.learner.networks[fit.name].spec  # pylint: disable=protected-access
   batch_keys = jax.random.split(rl_keys.seed_key(0), fit.n_steps)
   data = fit.data
   if spec.prepare_fn is not None:
@@ -189,14 +189,14 @@ class FloorLoop:
 
   def __init__(self, trainer):
     fits = recorded_fits(trainer)
-    specs = [trainer._trainers[fit.name].spec for fit in fits]  # pylint: disable=protected-access
+    specs = [trainer.learner.networks[fit.name].spec for fit in fits]  # pylint: disable=protected-access
     per_step = []
     self._inputs = []
     for fit in fits:
       inputs, batch_of = floor_inputs(trainer, fit)
       self._inputs.append(inputs)
       per_step.append(batch_of)
-    self._states = [trainer._trainers[fit.name].state for fit in fits]  # pylint: disable=protected-access
+    self._states = [trainer.learner.networks[fit.name].state for fit in fits]  # pylint: disable=protected-access
     self._n_steps = sum(fit.n_steps for fit in fits)
 
     def network_scan(spec, batch_of, state, inputs):
@@ -251,7 +251,7 @@ def main():
     epoch.check()
     e, f = statistics.median(epoch_rates), statistics.median(floor_rates)
     ratios[name] = e / f
-    networks = '+'.join(trainer._trainers)  # pylint: disable=protected-access
+    networks = '+'.join(trainer.learner.networks)  # pylint: disable=protected-access
     print(f'{name} ({config}, {networks}, {n_steps} steps per epoch): '
           f'epoch {e:,.0f} steps/s, floor {f:,.0f} steps/s, ratio {e / f:.2f}')
     trainer.close()

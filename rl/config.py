@@ -25,7 +25,10 @@ from rl.envs import gym_task  # pylint: disable=unused-import
 from rl.errors import ConfigError
 from rl.errors import OutputDirError
 from rl.errors import UserError
-from rl.nets import models  # pylint: disable=unused-import
+from rl.nets import cnn  # pylint: disable=unused-import
+from rl.nets import heads  # pylint: disable=unused-import
+from rl.nets import mlp  # pylint: disable=unused-import
+from rl.nets import normalizer  # pylint: disable=unused-import
 from rl.ops import advantages  # pylint: disable=unused-import
 from rl.ops import distributions  # pylint: disable=unused-import
 from rl.optim import lr_schedules  # pylint: disable=unused-import

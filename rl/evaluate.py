@@ -108,7 +108,7 @@ def evaluate_run(output_dir, n_episodes=None, temperature=0.0, video_path=None):
   task = config.construct(RLTask)
   # output_dir=None: a trainer given the folder might write into it.
   run = config.construct(experiment.train_rl, output_dir=None, task=task)
-  trainer = run.trainer
+  trainer = run.trainer.learner
   try:
     try:
       trainer.load_state_dict(arrays, meta)
@@ -116,7 +116,7 @@ def evaluate_run(output_dir, n_episodes=None, temperature=0.0, video_path=None):
       reason = config.first_sentence(str(e))[:200]
       raise ConfigError(f"the checkpoint in '{output_dir}' does not fit its "
                         f'{CONFIG_FILE} ({reason}).') from None
-    n_episodes = n_episodes or trainer.n_eval_episodes
+    n_episodes = n_episodes or trainer.options.n_eval_episodes
     if n_episodes < 1:
       raise ConfigError(f"the run in '{output_dir}' has n_eval_episodes = 0; pass "
                         '--n_episodes.')

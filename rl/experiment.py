@@ -30,6 +30,7 @@ from rl.errors import ConfigError
 from rl.errors import Interrupted
 from rl.errors import NonFiniteLossError
 from rl.errors import OutputDirError
+from rl.learner import loop as loop_lib
 from rl.metrics import MetricsWriter
 from rl.metrics import format_return
 
@@ -82,6 +83,7 @@ class PreparedRun:
   def __init__(self, run, output_dir, checkpointer, full_config, log, writer):
     self.run = run
     self.trainer = run.trainer
+    self.learner = run.trainer.learner
     self.output_dir = output_dir
     self.checkpointer = checkpointer
     self.full_config = full_config
@@ -90,9 +92,9 @@ class PreparedRun:
     self._first_line = True
 
   def save(self):
-    arrays, meta = self.trainer.state_dict()
+    arrays, meta = self.learner.state_dict()
     meta['config'] = self.full_config
-    self.checkpointer.save(self.trainer.epoch, arrays, meta)
+    self.checkpointer.save(self.learner.epoch, arrays, meta)
 
   def log_epoch(self, line):
     self.log.info(line)
@@ -101,9 +103,9 @@ class PreparedRun:
       mark_time('first_epoch_end')
 
   def epoch_loop(self):
-    """The trainer's EpochLoop with this run's checkpoints, metrics and console."""
-    from rl.learner.base import EpochLoop  # pylint: disable=import-outside-toplevel
-    return EpochLoop(self.trainer, self.run.n_epochs, self.save, self.run.checkpoint_every,
+    """The learner's EpochLoop with this run's checkpoints, metrics and console."""
+    from rl.learner.loop import EpochLoop  # pylint: disable=import-outside-toplevel
+    return EpochLoop(self.learner, self.run.n_epochs, self.save, self.run.checkpoint_every,
                      self.writer, self.log_epoch, self.run.stop_at_return)
 
   def interrupted(self):
@@ -113,7 +115,7 @@ class PreparedRun:
   def stopped_at(self):
     """(epoch in progress, n_epochs, epoch of the last checkpoint or None), for a Ctrl-C now."""
     # The epoch in progress is the one after the last logged (at most the last).
-    epoch = min(len(self.trainer.history) + 1, self.run.n_epochs)
+    epoch = min(len(self.learner.history) + 1, self.run.n_epochs)
     return epoch, self.run.n_epochs, run_folder.last_checkpoint(self.checkpointer)
 
   def non_finite(self, e):
@@ -122,10 +124,10 @@ class PreparedRun:
         run_folder.last_checkpoint(self.checkpointer), gin.operative_config_str()))
 
   def log_done(self):
-    trainer = self.trainer
-    last = trainer.history[-1] if trainer.history else {}
+    learner = self.learner
+    last = learner.history[-1] if learner.history else {}
     self.log.info('Training is done: %d epochs, %d env steps, eval return %s. Outputs in %s.',
-                  trainer.epoch, trainer.task.n_interactions,
+                  learner.epoch, learner.task.n_interactions,
                   format_return(last.get('eval_return')), self.output_dir)
 
 
@@ -149,8 +151,9 @@ def restore(run, output_dir, checkpoint, full_config, allow_config_change, from_
   A resume must keep the config the run started with (RESUMABLE_BINDINGS
   aside, or with allow_config_change) and may only extend its epochs.
   """
+  learner = run.trainer.learner
   if checkpoint is None:
-    run.trainer.collect_initial()
+    learner.collect_initial()
     return
   _, arrays, meta = checkpoint
   diffs = config.config_difference(meta.get('config', ''), full_config,
@@ -166,7 +169,7 @@ def restore(run, output_dir, checkpoint, full_config, allow_config_change, from_
         f"train_rl.n_epochs ({run.n_epochs}) is lower than the {meta['epoch']} epochs "
         f"already finished in '{output_dir}'; raise n_epochs or use another --output_dir.")
   try:
-    run.trainer.load_state_dict(arrays, meta)
+    learner.load_state_dict(arrays, meta)
   except (ValueError, KeyError, TypeError) as e:
     raise ConfigError(
         f"the checkpoint in '{output_dir}' does not fit the configured model or "
@@ -196,7 +199,7 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
 
   task = config.construct(RLTask)
   run = config.construct(train_rl, output_dir=output_dir, task=task)
-  trainer = run.trainer
+  learner = run.trainer.learner
 
   os.makedirs(output_dir, exist_ok=True)
   with run_folder.folder_lock(output_dir):
@@ -206,16 +209,16 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
     log = run_folder.setup_logging(output_dir, log_prefix)
     run_folder.save_config(output_dir, gin.operative_config_str())
     if checkpoint is not None:
-      log.info('Resuming %s from epoch %d.', output_dir, trainer.epoch)
-      if trainer.task.resume_warning:
-        log.warning('Warning: %s', trainer.task.resume_warning)
-    writer = MetricsWriter(output_dir, trainer.history, trainer.summary_dirs)
+      log.info('Resuming %s from epoch %d.', output_dir, learner.epoch)
+      if learner.task.resume_warning:
+        log.warning('Warning: %s', learner.task.resume_warning)
+    writer = MetricsWriter(output_dir, learner.history, run.trainer.summary_dirs)
     try:
       yield PreparedRun(run, output_dir, checkpointer, full_config, log, writer)
     finally:
       writer.close()
       checkpointer.close()
-      trainer.close()
+      learner.close()
 
 
 def execute(config_files, bindings, output_dir=None, seed=None, allow_config_change=False):
@@ -233,12 +236,9 @@ def train(prepared):
   """Runs a PreparedRun's epochs, turning Ctrl-C and NaN stops into their one-line errors."""
   run = prepared.run
   try:
-    if prepared.trainer.epoch < run.n_epochs:
+    if prepared.learner.epoch < run.n_epochs:
       mark_time('first_epoch_start')
-    loop = prepared.epoch_loop()
-    while not loop.done:
-      epoch_start = time.perf_counter()
-      loop.finish(prepared.trainer.run_epoch(), epoch_start)
+    loop_lib.run(prepared.epoch_loop())
   except KeyboardInterrupt:
     raise prepared.interrupted() from None
   except NonFiniteLossError as e:
@@ -265,7 +265,7 @@ def execute_seeds(config_files, bindings, output_dir, seeds, allow_config_change
       files = config_files or [run_folder.saved_config(folder)]
       runs.append(stack.enter_context(prepared_run(
           files, bindings, folder, seed, allow_config_change, log_prefix=f'seed {seed}: ')))
-    if not runs[0].trainer.task.jax_native:
+    if not runs[0].learner.task.jax_native:
       for prepared in runs:
         train(prepared)
     else:

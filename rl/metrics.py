@@ -65,8 +65,8 @@ class MetricsWriter:
   def _writer(self, subfolder):
     if subfolder not in self._writers:
       # Imported at the first scalar, not with this module: tensorboardX pulls
-      # in protobuf (and boto3 where installed), tenths of a second before the
-      # first epoch that nothing needs before its end.
+      # in protobuf (and boto3 where installed), which nothing needs before the
+      # first epoch ends.
       from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
       # purge_step hides TensorBoard events of epochs after the checkpoint.
       self._writers[subfolder] = SummaryWriter(
@@ -93,10 +93,9 @@ class MetricsWriter:
     """One TensorBoard event holding all of an epoch's scalars of one subfolder.
 
     What add_scalar writes, tag by tag, but in one event rather than one per
-    tag: each event crosses tensorboardX's writer queue (a process-safe
-    queue, tens of microseconds a put), which an epoch of twenty metrics paid
-    twenty times; for a CartPole A2C run's 200 short epochs, a tenth of its
-    seconds. TensorBoard reads several values in an event as it reads one.
+    tag: each event crosses tensorboardX's process-safe writer queue, a cost
+    that short epochs with many metrics would otherwise pay once per metric.
+    TensorBoard reads several values in an event as it reads one.
     """
     from tensorboardX import summary  # pylint: disable=import-outside-toplevel
     from tensorboardX.proto.summary_pb2 import Summary  # pylint: disable=import-outside-toplevel

@@ -102,9 +102,9 @@ def group_names(all_bindings):
   config.gin lists every parameter of the configurables a run used, defaults
   included, so a binding that some groups lack belongs to a configurable only
   the others use (another trainer's parameters): the binding choosing it
-  (train_rl.trainer_class) already differs, and listing all of those as
-  '(unset)' made names of thousands of characters. Such bindings count only
-  when the names would otherwise not tell every group apart.
+  (train_rl.trainer_class) already differs, and listing each of those as
+  '(unset)' would make names thousands of characters long. Such bindings
+  count only when the names would otherwise not tell every group apart.
   """
   keys = sorted(set().union(*all_bindings))
   differing = [k for k in keys if len({b[k] for b in all_bindings if k in b}) > 1]

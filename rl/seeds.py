@@ -61,7 +61,7 @@ def _stack(trees):
 
 def train_together(runs):
   """Trains PreparedRuns (rl.experiment) of one config and different seeds, vmapped (module doc)."""
-  trainers = [r.trainer for r in runs]
+  trainers = [r.learner for r in runs]
   lead = trainers[0]
   # The seeds share one acting function and one evaluation program: their
   # configs are the same, only their parameters and keys differ.
@@ -100,7 +100,7 @@ def train_together(runs):
           continue
         mine = jax.tree_util.tree_map(lambda x, i=i: x[i], host)
         current_run = run
-        loop.finish(run.trainer.run_epoch(outputs=mine, started=start), start)
+        loop.finish(run.learner.run_epoch(outputs=mine, started=start), start)
   except KeyboardInterrupt:
     stops = {os.path.basename(r.output_dir): r.stopped_at() for r in runs}
     raise Interrupted(interrupted_message(os.path.dirname(runs[0].output_dir), stops)) from None

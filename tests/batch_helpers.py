@@ -12,7 +12,7 @@ import jax
 
 def draw(trainer, name, data, carry, seed=0):
   """One batch of network `name` ('value', 'policy', 'joint') from `data` and `carry`."""
-  supervised = trainer._trainers[name]
+  supervised = trainer.learner.networks[name]
   spec = supervised.spec
   prepare_fn = getattr(spec, 'prepare_fn', None)
 
@@ -34,10 +34,13 @@ def value_batch(trainer, seed=0, target=None):
   from, the online value network)."""
   data = trainer.value_data() if hasattr(trainer, 'value_data') else trainer.task.slice_data()
   if target is None:
-    target = trainer._trainers['value'].variables
+    target = trainer.learner.networks['value'].variables
   return draw(trainer, 'value', data, target, seed)
 
 
 def policy_batch(trainer, seed=0):
   """A policy batch of a PolicyTrainer from the data and carry its policy trains on."""
-  return draw(trainer, 'policy', trainer.policy_data(), trainer.policy_carry(trainer.train_state), seed)
+  data = trainer.epoch_data(trainer.epoch)['policy']
+  networks = trainer.learner.networks
+  carry = networks['value'].variables if 'value' in networks else None
+  return draw(trainer, 'policy', data, carry, seed)

@@ -103,18 +103,18 @@ if ENV_ID not in gym.registry:
 # JAX-native envs step inside a compiled call, where no Python can wait: with
 # the environment variable JAX_GATE_VARIABLE naming a gate file, importing this
 # module makes every JAX-native epoch wait at that gate before it starts
-# (RLTrainer.collect_and_train), with the same rules as the env's steps above.
+# (Learner.collect_and_train), with the same rules as the env's steps above.
 JAX_GATE_VARIABLE = 'RL_TEST_JAX_GATE'
 
 
 def _gate_jax_epochs(gate):
-  from rl.learner import base  # pylint: disable=import-outside-toplevel
-  original = base.RLTrainer.collect_and_train
+  from rl.learner import learner as learner_lib  # pylint: disable=import-outside-toplevel
+  original = learner_lib.Learner.collect_and_train
 
   def collect_and_train(self, *args, **kwargs):
     wait_at_gate(gate)
     return original(self, *args, **kwargs)
-  base.RLTrainer.collect_and_train = collect_and_train
+  learner_lib.Learner.collect_and_train = collect_and_train
 
 
 if os.environ.get(JAX_GATE_VARIABLE):

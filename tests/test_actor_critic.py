@@ -16,7 +16,7 @@ import pytest
 
 import batch_helpers
 from rl.ops import advantages
-from rl.nets import models
+from rl.nets.variables import top_level_layers
 from rl import experiment as run_lib
 from rl.errors import ConfigError
 from rl.metrics import TIMING_KEYS
@@ -94,7 +94,7 @@ def finite_numbers(record):
 
 
 def params_of(trainer, name):
-  return jax.device_get(trainer._trainers[name].model_weights)
+  return jax.device_get(trainer.learner.networks[name].model_weights)
 
 
 def trees_equal(a, b):
@@ -123,7 +123,7 @@ A2C_RUN = ['train_rl.trainer_class = @A2C', 'train_rl.checkpoint_every = 2',
 
 
 def steps(trainer):
-  return trainer._trainers['value'].step, trainer._trainers['policy'].step
+  return trainer.learner.networks['value'].step, trainer.learner.networks['policy'].step
 
 
 def without_timing(records):
@@ -151,9 +151,9 @@ def test_step_counters_survive_a_resume_and_the_resumed_run_matches(tmp_path):
 
 def test_shared_layers_are_copied_between_the_policy_and_the_value_net():
   trainer = A2C(task_for('CartPole-v1'), n_shared_layers=1, **tiny())
-  policy_t, value_t = trainer._trainers['policy'], trainer._trainers['value']
-  shared = models.top_level_layers(policy_t.variables)[:1]
-  assert shared == models.top_level_layers(value_t.variables)[:1] == ['body']
+  policy_t, value_t = trainer.learner.networks['policy'], trainer.learner.networks['value']
+  shared = top_level_layers(policy_t.variables)[:1]
+  assert shared == top_level_layers(value_t.variables)[:1] == ['body']
   # Different init seeds: before any epoch the bodies differ, so equality
   # below can only come from the copying.
   assert not trees_equal(params_of(trainer, 'policy')['body'],
@@ -172,8 +172,8 @@ def test_shared_layers_are_copied_between_the_policy_and_the_value_net():
     jax.debug.callback(record, state.nets['policy']['params'], state.nets['value']['params'])
     return original(state, name, *args, **kwargs)
   trainer.fit = fit
-  trainer.collect(n_interactions=16)
-  trainer.train_epoch()
+  trainer.learner.collect(n_interactions=16)
+  trainer.learner.train_epoch()
   jax.effects_barrier()
 
   policy_before_value, value_before_value = snapshots['value']
@@ -206,8 +206,8 @@ def test_a_shared_normalizer_trains_both_nets_on_the_acting_statistics():
   """
   gin.parse_config(['Policy.normalizer = @Normalize', 'Value.normalizer = @Normalize'])
   trainer = A2C(task_for('CartPole-v1'), n_shared_layers=1, **tiny())
-  policy_t, value_t = trainer._trainers['policy'], trainer._trainers['value']
-  assert models.top_level_layers(policy_t.variables)[:1] == ['normalizer']
+  policy_t, value_t = trainer.learner.networks['policy'], trainer.learner.networks['value']
+  assert top_level_layers(policy_t.variables)[:1] == ['normalizer']
   seen = {}
   original = trainer.fit
 
@@ -218,11 +218,11 @@ def test_a_shared_normalizer_trains_both_nets_on_the_acting_statistics():
     return original(state, name, *args, **kwargs)
   trainer.fit = fit
   for epoch in (1, 2):
-    # trainer.collect keeps the acting state (the normaliser statistics) it moved on.
-    trainer.collect(n_interactions=16, epoch_id=epoch)
-    acting = jax.device_get(trainer.acting_state.model_state)
+    # trainer.learner.collect keeps the acting state (the normaliser statistics) it moved on.
+    trainer.learner.collect(n_interactions=16, epoch_id=epoch)
+    acting = jax.device_get(trainer.learner.acting.model_state)
     assert float(acting['normalizer']['normalizer']['count']) == 16 * epoch
-    trainer.train_epoch()
+    trainer.learner.train_epoch()
     jax.effects_barrier()
     assert trees_equal(seen['value'], acting), f'epoch {epoch}: value net'
     assert trees_equal(seen['policy'], acting), f'epoch {epoch}: policy net'
@@ -259,13 +259,13 @@ def test_random_initial_box_actions_store_the_inputs_they_were_sampled_with(lear
   gin.parse_config([f'Gaussian.learn_std = {learn_std!r}'])
   task = task_for('rl_test/OffsetBox-v0', initial_trajectories=40)
   trainer = AWR(task, **tiny())
-  trainer.collect_initial()
+  trainer.learner.collect_initial()
   data = task.epochs[0]
   real = data.rows['mask'] > 0
   actions = data.rows['action'][real]
   inputs = data.rows['dist_inputs'][real]
   assert len(actions) >= 800
-  means, stds = trainer._policy_dist._split(inputs)
+  means, stds = trainer.policy.dist._split(inputs)
   z = (actions - np.asarray(means)) / np.asarray(stds)
   # Standardised by the stored inputs, the actions are N(0, 1) draws.
   assert abs(z.mean()) < 0.1 and abs(z.std() - 1.0) < 0.1, (z.mean(), z.std())
@@ -284,8 +284,8 @@ def test_q_value_aggregates_train_an_epoch(aggregate):
   trainer = AWR(task_for('CartPole-v1'), q_value=True, q_value_n_samples=3,
                 q_value_aggregate=aggregate, **tiny(policy_eval_steps=0))
   # 3 samples of 2 actions: sampled from the stored policy, not enumerated.
-  assert not trainer._sample_all
-  record = trainer.run_epoch()
+  assert not trainer.q_baseline.sample_all
+  record = trainer.learner.run_epoch()
   assert math.isfinite(record['value_loss'])
   assert all(math.isfinite(v) for v in finite_numbers(record).values())
 
@@ -293,7 +293,7 @@ def test_q_value_aggregates_train_an_epoch(aggregate):
 def first_value_batch(**kwargs):
   """One value batch of a fresh Q-value AWR after one collection (seeded: repeatable)."""
   trainer = AWR(task_for('CartPole-v1'), q_value=True, q_value_n_samples=3, **tiny(**kwargs))
-  trainer.collect(n_interactions=16)
+  trainer.learner.collect(n_interactions=16)
   return batch_helpers.value_batch(trainer)
 
 
@@ -363,12 +363,12 @@ def test_aggregate_rejects_an_unknown_mode():
 
 def test_sampling_awr_enumerates_all_actions_when_n_samples_is_the_action_count():
   trainer = SamplingAWR(task_for('CartPole-v1'), q_value_n_samples=2, **tiny())
-  assert trainer._sample_all
-  record = trainer.run_epoch()
+  assert trainer.q_baseline.sample_all
+  record = trainer.learner.run_epoch()
   assert all(math.isfinite(v) for v in finite_numbers(record).values())
   # More samples than actions: drawn from the policy, with repeats.
   other = SamplingAWR(task_for('CartPole-v1'), q_value_n_samples=3, **tiny())
-  assert not other._sample_all
+  assert not other.q_baseline.sample_all
 
 
 # -- 5. bootstrapping margins and value targets -------------------------------------------
@@ -380,7 +380,7 @@ def test_ppo_bootstraps_through_an_added_policy_slice(estimator):
   # estimator's advantages.
   trainer = PPO(task_for('CartPole-v1'), advantage_estimator=estimator,
                 **tiny(max_slice_length=1, added_policy_slice_length=2, policy_eval_steps=0))
-  record = trainer.run_epoch()
+  record = trainer.learner.run_epoch()
   assert math.isfinite(record['train_policy_loss'])
   assert all(math.isfinite(v) for v in finite_numbers(record).values())
   # The margin rows only serve the estimator: the policy sees 1 step per slice.
@@ -395,7 +395,7 @@ def test_monte_carlo_value_targets_are_the_stored_returns():
                 **dict(TINY, added_policy_slice_length=0, n_interactions_per_epoch=None,
                        n_trajectories_per_epoch=2, value_batch_size=16))
   # 2 envs x 3 steps: each env plays exactly one whole episode.
-  trainer.collect(n_trajectories=2)
+  trainer.learner.collect(n_trajectories=2)
   obs, _, targets, mask = batch_helpers.value_batch(trainer)
   assert obs.shape == (16, 1, 1) and targets.shape == mask.shape == (16, 1)
   real = np.asarray(mask) > 0
@@ -430,7 +430,7 @@ def pendulum_records():
   for name, (cls, kwargs) in GAUSSIAN_TRAINERS.items():
     gin.clear_config()
     trainer = cls(task_for('Pendulum-v1'), **tiny(**kwargs))
-    records[name] = [trainer.run_epoch(), trainer.run_epoch()]
+    records[name] = [trainer.learner.run_epoch(), trainer.learner.run_epoch()]
     trainer.close()
   gin.clear_config()
   return records

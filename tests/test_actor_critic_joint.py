@@ -32,7 +32,7 @@ def chain_task(**kwargs):
 
 def zero_weights(trainer):
   """Zero logits (a uniform policy) and zero values: the metrics become hand-computable."""
-  joint = trainer._trainers['joint']  # pylint: disable=protected-access
+  joint = trainer.learner.networks['joint']  # pylint: disable=protected-access
   joint.model_weights = jax.tree_util.tree_map(np.zeros_like, joint.model_weights)
   return joint
 
@@ -86,7 +86,7 @@ def test_a2c_joint_metrics_by_hand():
 
 def test_an_all_padding_row_changes_nothing():
   trainer = PPOJoint(chain_task(), max_slice_length=2, **SMALL)
-  joint = trainer._trainers['joint']  # pylint: disable=protected-access
+  joint = trainer.learner.networks['joint']  # pylint: disable=protected-access
   batch = hand_batch()
   garbage = Batch(observation=7.0, action=1, reward=7.0, done=1.0, mask=0.0, dist_inputs=7.0,
                   return_=1e6)  # a valid action index; mask 0
@@ -102,16 +102,16 @@ def test_each_joint_trainer_runs_with_slices_of_two(cls):
   trainer = cls(chain_task(env_kwargs={'length': 6}), max_slice_length=2,
                 added_policy_slice_length=1, advantage_estimator=advantages.gae, **SMALL)
   for _ in range(2):
-    record = trainer.run_epoch()
+    record = trainer.learner.run_epoch()
   assert np.isfinite(record['joint_loss'])
-  assert trainer._trainers['joint'].step == 2  # pylint: disable=protected-access
+  assert trainer.learner.networks['joint'].step == 2  # pylint: disable=protected-access
 
 
 def test_separate_bodies_with_joint_false(tmp_path):
   trainer = run_lib.execute([PPO_JOINT], ['train_rl.n_epochs = 2', 'PolicyAndValue.joint = False',
                                           'RLTask.n_envs = 2', 'MLP.layer_widths = (8,)'],
                             str(tmp_path / 'sep'))
-  params = trainer._trainers['joint'].model_weights  # pylint: disable=protected-access
+  params = trainer.learner.networks['joint'].model_weights  # pylint: disable=protected-access
   assert {'policy_body', 'value_body'} <= set(params)
 
 
@@ -123,7 +123,7 @@ def test_resume_step_equals_epoch_and_is_bit_exact(tmp_path):
   run_lib.execute([PPO_JOINT], flags + ['train_rl.n_epochs = 2'], out)
   trainer = run_lib.execute([PPO_JOINT], flags + ['train_rl.n_epochs = 3'], out)
   assert trainer.epoch == 3
-  assert trainer._trainers['joint'].step == 3  # pylint: disable=protected-access
+  assert trainer.learner.networks['joint'].step == 3  # pylint: disable=protected-access
   straight = run_lib.execute([PPO_JOINT], flags + ['train_rl.n_epochs = 3'],
                              str(tmp_path / 'straight'))
   strip = lambda rs: [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rs]
@@ -185,12 +185,12 @@ def test_per_chunk_advantages_and_targets_by_hand():
 def test_per_chunk_batches_hold_the_trained_steps_only():
   trainer = per_chunk_trainer()
   data = trainer.prepare_joint_data(hand_slices(), jax.random.PRNGKey(0),
-                                    trainer._trainers['joint'].variables)  # pylint: disable=protected-access
+                                    trainer.learner.networks['joint'].variables)  # pylint: disable=protected-access
   fields = slices.take(data[0], trainer.draw_joint_slices(data, jax.random.PRNGKey(1)))
   batch = trainer.joint_batch(data, fields, None, None, None)
   assert isinstance(batch, batches.JointBatch)
   assert batch.observation.shape == (4, 1, 1)  # max_slice_length steps, no margin rows
   record = None
   for _ in range(2):
-    record = trainer.run_epoch()
+    record = trainer.learner.run_epoch()
   assert np.isfinite(record['joint_loss'])

@@ -1,4 +1,4 @@
-"""rl.data.checkpoints: round trips, packing of small arrays, and older checkpoints."""
+"""rl.data.checkpoints: round trips and the packing of small arrays."""
 import os
 
 import numpy as np
@@ -44,10 +44,6 @@ def stored_arrays(folder, step):
         arrays=ocp.args.StandardRestore()))['arrays']
 
 
-def leaves(tree):
-  return sum(leaves(v) for v in tree.values()) if isinstance(tree, dict) else 1
-
-
 def test_small_arrays_are_written_as_one_and_restored_exactly(tmp_path, monkeypatch):
   # Arrays above the limit (the 90 kB frames) keep their own; the rest,
   # whatever their dtype and shape, share one.
@@ -61,22 +57,6 @@ def test_small_arrays_are_written_as_one_and_restored_exactly(tmp_path, monkeypa
   assert step == 3 and meta == {'epoch': 3}
   assert_same_tree(arrays, restored)
   restored['params']['kernel'][0, 0] = 1.0  # restored arrays are the caller's to change
-
-
-def test_checkpoints_written_without_packing_still_restore(tmp_path):
-  # A checkpoint from before packing: every array its own, no index in meta.
-  folder = str(tmp_path / 'ckpt')
-  arrays = example_arrays()
-  np_arrays, empties = checkpoints._to_numpy_tree(arrays)  # pylint: disable=protected-access
-  ocp = checkpoints._orbax()  # pylint: disable=protected-access
-  with ocp.CheckpointManager(folder, options=ocp.CheckpointManagerOptions(create=True)) as m:
-    m.save(5, args=ocp.args.Composite(arrays=ocp.args.StandardSave(np_arrays),
-                                      meta=ocp.args.JsonSave({'epoch': 5, '__empty__': empties})))
-    m.wait_until_finished()
-  assert leaves(stored_arrays(folder, 5)) == leaves(np_arrays) > 2
-  step, restored, meta = Checkpointer(folder).restore_latest()
-  assert step == 5 and meta == {'epoch': 5}
-  assert_same_tree(arrays, restored)
 
 
 @pytest.mark.parametrize('limit', [0, 1 << 30])

@@ -23,7 +23,7 @@ from rl.data.checkpoints import Checkpointer
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
 from rl.envs.gym_task import RLTask
-from rl.algorithms import actor_critic
+from rl.algorithms import row_advantages
 from rl.algorithms.actor_critic import A2C
 from run_helpers import ROOT
 
@@ -197,22 +197,22 @@ def test_value_blocks_give_the_values_of_one_call(monkeypatch):
   task = RLTask(env='CartPole-v1', n_envs=2, num_stacked_frames=4, seed=0)
   trainer = A2C(task, n_interactions_per_epoch=600, value_train_steps_per_epoch=1,
                 policy_train_steps_per_epoch=1)
-  trainer.collect(n_interactions=600, epoch_id=1)
+  trainer.learner.collect(n_interactions=600, epoch_id=1)
   data = task.slice_data()
-  target, key = trainer._trainers['value'].variables, jax.random.PRNGKey(0)  # pylint: disable=protected-access
+  target, key = trainer.learner.networks['value'].variables, jax.random.PRNGKey(0)  # pylint: disable=protected-access
 
   def state_values(obs, dist_inputs, k):
     return trainer._state_values(target, obs, dist_inputs, k, 'mean')  # pylint: disable=protected-access
 
   def values():
-    return np.asarray(jax.jit(lambda d, k: actor_critic.row_values(
+    return np.asarray(jax.jit(lambda d, k: row_advantages.row_values(
         d, task.observation_space, k, state_values))(data, key))
   whole = values()
   # 64 observations of 64 bytes a block: 1024 rows in 16 blocks.
-  monkeypatch.setattr(actor_critic, 'VALUE_BLOCK_BYTES', 64 * 64)
-  assert actor_critic.block_rows(64, 64 * 64) == 64
+  monkeypatch.setattr(row_advantages, 'VALUE_BLOCK_BYTES', 64 * 64)
+  assert row_advantages.block_rows(64, 64 * 64) == 64
   np.testing.assert_allclose(values(), whole, rtol=1e-6, atol=1e-6)
-  assert actor_critic.block_rows(4 * 84 * 84, 32 * 2**20) == 1024  # stacked Atari frames
+  assert row_advantages.block_rows(4 * 84 * 84, 32 * 2**20) == 1024  # stacked Atari frames
   task.close()
 
 

@@ -96,19 +96,19 @@ def test_a_jax_native_epoch_collects_trains_and_evaluates():
   task = RLTask(env=CARTPOLE, n_envs=4, seed=3)
   assert task.jax_native and task.action_space.n == 2
   trainer = PPO(task, **TINY_PPO)
-  before = jax.device_get(trainer.train_state.nets['policy']['params'])
-  record = trainer.run_epoch()
+  before = jax.device_get(trainer.learner.train_state.nets['policy']['params'])
+  record = trainer.learner.run_epoch()
   assert record['env_steps'] == task.n_interactions == 32
   assert record['n_trajectories'] >= 4  # at least each env's running segment
   assert np.isfinite(record['policy_loss']) and np.isfinite(record['value_loss'])
-  assert trainer._trainers['policy'].step == trainer._trainers['value'].step == 2
-  after = jax.device_get(trainer.train_state.nets['policy']['params'])
+  assert trainer.learner.networks['policy'].step == trainer.learner.networks['value'].step == 2
+  after = jax.device_get(trainer.learner.train_state.nets['policy']['params'])
   assert not all(np.array_equal(a, b) for a, b in zip(jax.tree_util.tree_leaves(before),
                                                       jax.tree_util.tree_leaves(after)))
   # Evaluation is a pure function of (seed, epoch): played again, the same returns.
-  returns = trainer.episode_returns(0.0)
+  returns = trainer.learner.episode_returns(0.0)
   assert len(returns) == 3 and np.mean(returns) == pytest.approx(record['eval_return'])
-  np.testing.assert_array_equal(returns, trainer.episode_returns(0.0))
+  np.testing.assert_array_equal(returns, trainer.learner.episode_returns(0.0))
 
 
 def test_the_joint_trainer_runs_on_jax_native_envs():
@@ -116,7 +116,7 @@ def test_the_joint_trainer_runs_on_jax_native_envs():
   trainer = PPOJoint(RLTask(env=CARTPOLE, n_envs=2), n_interactions_per_epoch=16,
                      train_steps_per_epoch=2, batch_size=8, max_slice_length=2,
                      added_policy_slice_length=2, advantage_estimator=jax_gae())
-  record = trainer.run_epoch()
+  record = trainer.learner.run_epoch()
   assert np.isfinite(record['joint_loss']) and record['env_steps'] == 16
 
 
@@ -127,24 +127,25 @@ def test_the_epoch_dispatched_ahead_changes_no_number_and_yields_to_a_new_state(
     trainer = PPO(RLTask(env=CARTPOLE, n_envs=4, seed=3), **dict(TINY_PPO, n_eval_episodes=0))
     # As the epoch loop sets it; with epochs still to come, each epoch
     # dispatches the next before its metrics are read back.
-    trainer._last_epoch = last_epoch  # pylint: disable=protected-access
+    trainer.learner.last_epoch = last_epoch
     return trainer
 
   def numbers(record):  # NaN (no episode ended yet) as None, which compares equal
     return {k: None if v != v else v for k, v in record.items()
             if k not in TIMING_KEYS and 'per_second' not in k}
   one_by_one, ahead = make(), make(last_epoch=4)
-  assert [numbers(ahead.run_epoch()) for _ in range(3)] == \
-      [numbers(one_by_one.run_epoch()) for _ in range(3)]
-  assert ahead._ahead is not None and ahead._ahead.epoch == 4  # epoch 4 is on its way
+  assert [numbers(ahead.learner.run_epoch()) for _ in range(3)] == \
+      [numbers(one_by_one.learner.run_epoch()) for _ in range(3)]
+  pending = ahead.learner.look_ahead.pending
+  assert pending is not None and pending.epoch == 4  # epoch 4 is on its way
   # Another state of the same epoch put in place meanwhile (a restore): the
   # next epoch starts from it, not from the one that was dispatched ahead.
   arrays, meta = jax.device_get(one_by_one.state_dict())
   arrays = jax.tree_util.tree_map(lambda x: x + 0.5 if x.dtype == np.float32 else x, arrays)
   for trainer in (one_by_one, ahead):
     trainer.load_state_dict(arrays, meta)
-  assert numbers(ahead.run_epoch()) == numbers(one_by_one.run_epoch())
-  assert ahead._ahead is None  # the last epoch dispatches nothing after it
+  assert numbers(ahead.learner.run_epoch()) == numbers(one_by_one.learner.run_epoch())
+  assert ahead.learner.look_ahead.pending is None  # the last epoch dispatches nothing after it
 
 
 def test_dqn_keeps_its_replay_on_the_device_and_resumes_exactly():
@@ -155,7 +156,7 @@ def test_dqn_keeps_its_replay_on_the_device_and_resumes_exactly():
                n_replay_epochs=3, value_train_steps_per_epoch=4, value_batch_size=8,
                max_slice_length=3, sync_freq=3)
   trainer = make()
-  records = [trainer.run_epoch() for _ in range(4)]
+  records = [trainer.learner.run_epoch() for _ in range(4)]
   replay = trainer.task.carry.replay
   assert int(replay.written) == 4
   # A ring of 3 epochs (4 slots, a power of two): epochs 4, 2, 3 in slots 0-2.
@@ -163,11 +164,11 @@ def test_dqn_keeps_its_replay_on_the_device_and_resumes_exactly():
   np.testing.assert_array_equal(steps_per_slot, [16, 16, 16, 0])
   assert records[-1]['exploration_rate'] == pytest.approx(trainer.exploration_rate(4))
   arrays, meta = jax.device_get(trainer.state_dict())
-  ahead = trainer.run_epoch()
+  ahead = trainer.learner.run_epoch()
   # Back to the saved state (the same trainer, so nothing compiles again): the
   # same epoch again, number for number.
   trainer.load_state_dict(arrays, meta)
-  again = trainer.run_epoch()
+  again = trainer.learner.run_epoch()
   drop = ('time_collect', 'time_train', 'time_eval', 'env_steps_per_second')
   assert {k: v for k, v in ahead.items() if k not in drop and 'per_second' not in k} == \
       {k: v for k, v in again.items() if k not in drop and 'per_second' not in k}
@@ -300,13 +301,13 @@ def test_seeds_train_together_into_ordinary_run_folders(tmp_path):
 def test_ctrl_c_during_seeds_says_where_each_seed_stopped(tmp_path, monkeypatch):
   from rl import experiment as run_lib  # pylint: disable=import-outside-toplevel
   from rl.errors import Interrupted  # pylint: disable=import-outside-toplevel
-  from rl.learner import base  # pylint: disable=import-outside-toplevel
+  from rl.learner import loop as loop_lib  # pylint: disable=import-outside-toplevel
 
   def interrupt(loop, record, epoch_start):
     del loop, record, epoch_start
     raise KeyboardInterrupt
   # Ctrl-C arrives while the first epoch is being booked, before any checkpoint.
-  monkeypatch.setattr(base.EpochLoop, 'finish', interrupt)
+  monkeypatch.setattr(loop_lib.EpochLoop, 'finish', interrupt)
   bindings = [f[len('--config='):] for f in SEEDS_FLAGS[1:]]
   with pytest.raises(Interrupted) as stopped:
     run_lib.execute_seeds([PPO_JAX], bindings, str(tmp_path / 'seeds'), [0, 1])

@@ -25,9 +25,18 @@ from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
 from rl.optim import lr_schedules
 from rl.envs.gym_task import RLTask
-from rl.algorithms import dqn as value
+from rl.algorithms import dqn
+from rl.learner import learner as learner_lib
+from rl.ops import q_learning as value
 from rl.algorithms.dqn import DQN
 from rl.algorithms.dqn import DoubleDQN
+
+
+def n_step_targets(rewards, values, dones, mask, gamma, n):
+  """q_targets with td_k of margin n, for slices of n + 1 rows."""
+  return value.q_targets(advantages.td_k(gamma=gamma, margin=n), rewards,
+                         jnp.zeros_like(jnp.asarray(rewards)), values, dones, mask)
+
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DQN_CONFIG = os.path.join(ROOT, 'configs', 'dqn_cartpole.gin')
@@ -84,7 +93,7 @@ def test_one_step_targets_bootstrap_after_truncation_but_not_after_termination()
   # a: y = 1 + 0.5 * 7 = 4.5; b: y = 3; c: y = 4 + 0.5 * 6 = 7
   rewards, dones, mask, q_target = one_step_slices()
   values = value.greedy_values(q_target)
-  y = value.n_step_targets(rewards, values, dones, mask, GAMMA, 1)
+  y = n_step_targets(rewards, values, dones, mask, GAMMA, 1)
   np.testing.assert_allclose(np.asarray(y)[:, 0], [4.5, 3.0, 7.0], rtol=1e-6)
 
 
@@ -104,7 +113,7 @@ def test_n_step_targets_stop_at_termination_and_bootstrap_from_final_observation
   q[1, 2] = [40, 40]
   q[2, 2] = [4, 2]
   q[3, 1:] = 50
-  y = value.n_step_targets(rewards, value.greedy_values(jnp.asarray(q)), dones, mask,
+  y = n_step_targets(rewards, value.greedy_values(jnp.asarray(q)), dones, mask,
                            GAMMA, 3)
   assert y.shape == (4, 1)
   np.testing.assert_allclose(np.asarray(y)[:, 0], [3.75, 2.0, 3.0, 5.0], rtol=1e-6)
@@ -119,7 +128,7 @@ def test_double_dqn_evaluates_the_online_networks_action_with_the_target_network
   q_online = jnp.array([[[0, 0], [1, 0]], [[0, 0], [0, 1]], [[0, 0], [3, -1]]], jnp.float32)
   values = value.double_q_values(q_target, q_online)
   np.testing.assert_allclose(np.asarray(values)[:, 1], [5, 100, 2])
-  y = value.n_step_targets(rewards, values, dones, mask, GAMMA, 1)
+  y = n_step_targets(rewards, values, dones, mask, GAMMA, 1)
   np.testing.assert_allclose(np.asarray(y)[:, 0], [3.5, 3.0, 5.0], rtol=1e-6)
 
 
@@ -143,7 +152,7 @@ def test_huber_and_the_masked_regression_loss():
 def constant_q_target(trainer, q_per_action):
   """A target network whose Q-values (return units) are q_per_action everywhere."""
   scale = trainer._value_scale
-  variables = trainer._trainers['value'].variables
+  variables = trainer.learner.networks['value'].variables
   params = jax.tree_util.tree_map(jnp.zeros_like, variables['params'])
   params['quality_head']['bias'] = jnp.asarray(q_per_action, jnp.float32) / scale
   return dict(variables, params=params)
@@ -163,7 +172,7 @@ def test_every_step_is_trained_and_only_termination_stops_the_bootstrap(terminat
   # after step 2, or a time limit of 3 truncates it there.
   task = chain_of_three(terminate)
   trainer = DQN(task, **dict(TINY, n_interactions_per_epoch=6, value_batch_size=64))
-  trainer.collect(n_interactions=6)
+  trainer.learner.collect(n_interactions=6)
   # max Q = 2 everywhere
   obs, actions, targets, mask = batch_helpers.value_batch(
       trainer, target=constant_q_target(trainer, [2.0, 1.0]))
@@ -192,7 +201,7 @@ def test_two_step_targets_through_the_task(terminate):
   task = chain_of_three(terminate)
   trainer = DQN(task, max_slice_length=3, **dict(TINY, n_interactions_per_epoch=6,
                                                   value_batch_size=64))
-  trainer.collect(n_interactions=6)
+  trainer.learner.collect(n_interactions=6)
   obs, _, targets, mask = batch_helpers.value_batch(
       trainer, target=constant_q_target(trainer, [2.0, 1.0]))
   t = np.asarray(obs)[:, 0, 0].astype(int)
@@ -204,7 +213,7 @@ def test_two_step_targets_through_the_task(terminate):
 def test_double_dqn_targets_through_the_task_use_the_online_argmax():
   task = task_for('rl_test/Chain-v0', env_kwargs={'length': 3}, gamma=GAMMA)
   trainer = DoubleDQN(task, **dict(TINY, n_interactions_per_epoch=6, value_batch_size=16))
-  trainer.collect(n_interactions=6)
+  trainer.learner.collect(n_interactions=6)
   # Target Q = (2, 1); the online net is made to prefer action 1 everywhere,
   # so Double DQN bootstraps from 1, not from max = 2.
   target = constant_q_target(trainer, [2.0, 1.0])
@@ -289,7 +298,7 @@ def three_epochs():
   trainer = SyncRecordingDQN(
       task, synced, exploration_rate=SCHEDULE, n_replay_epochs=2, sync_freq=3,
       **dict(TINY, value_train_steps_per_epoch=4, value_evals_per_epoch=2))
-  online = trainer._trainers['value']
+  online = trainer.learner.networks['value']
   original = trainer.fit
 
   def start(step, carry_params, online_params):
@@ -306,12 +315,12 @@ def three_epochs():
   task.collect_initial()
   epochs = [{'buffer': sorted(task.epochs)}]
   for _ in range(3):
-    record = trainer.run_epoch()
+    record = trainer.learner.run_epoch()
     jax.effects_barrier()  # every callback of the epoch has run
     synced.sort(key=lambda s: s[0])
     epochs.append({'record': record, 'syncs': [s for s, _ in synced],
                    'buffer': sorted(task.epochs), 'step': online.step,
-                   'target': jax.device_get(trainer._extra['target']), 'last_synced': synced[-1][1],
+                   'target': jax.device_get(trainer.learner.extra['target']), 'last_synced': synced[-1][1],
                    'online': jax.device_get(online.model_weights)})
   trainer.fit = original
   yield trainer, epochs
@@ -354,7 +363,7 @@ def test_exploration_rate_schedule_by_epoch(three_epochs):
 
 
 def test_default_exploration_rate_is_the_references():
-  schedule = value.default_exploration_rate()
+  schedule = dqn.default_exploration_rate()
   # max(0.99^epoch, 0.1)
   for epoch in (0, 1, 10, 229, 230, 1000):
     assert float(schedule(epoch)) == pytest.approx(max(0.99 ** epoch, 0.1), rel=1e-5)
@@ -371,13 +380,13 @@ def test_a_replay_is_padded_to_its_final_size_from_the_first_epoch():
   task = task_for('CartPole-v1')
   # 300 epochs of 16 steps: 4,800 rows, the bucket of 8,192, from the first epoch.
   trainer = DQN(task, n_replay_epochs=300, **TINY)
-  trainer.epoch = 1
-  trainer.run_epoch()
+  trainer.learner.epoch = 1
+  trainer.learner.run_epoch()
   assert len(task.slice_data().row_end) == slices.capacity(300 * 16) == 8192
   # A replay above MAX_RESERVED_ROWS grows with its contents instead.
   gin.clear_config()
   task = task_for('CartPole-v1')
-  big = 2 * value.ValueAgent.MAX_RESERVED_ROWS // 16
+  big = 2 * learner_lib.MAX_RESERVED_ROWS // 16
   DQN(task, n_replay_epochs=big, **TINY)
   assert task._reserved_rows == 0  # pylint: disable=protected-access
 
@@ -385,8 +394,8 @@ def test_a_replay_is_padded_to_its_final_size_from_the_first_epoch():
 def test_state_dict_round_trip_restores_the_target_network(three_epochs):
   trainer, _ = three_epochs
   # Make the target lag the online network (as after a mid-epoch sync).
-  target = trainer._extra['target']
-  trainer._extra = dict(trainer._extra, target=dict(target, params=jax.tree_util.tree_map(
+  target = trainer.learner.extra['target']
+  trainer.learner.extra = dict(trainer.learner.extra, target=dict(target, params=jax.tree_util.tree_map(
       lambda x: x + 1.0, target['params'])))
   arrays, meta = jax.device_get(trainer.state_dict())
   other = DQN(task_for('CartPole-v1', initial_trajectories=2), exploration_rate=SCHEDULE,
@@ -394,9 +403,9 @@ def test_state_dict_round_trip_restores_the_target_network(three_epochs):
               **dict(TINY, value_train_steps_per_epoch=4, value_evals_per_epoch=2))
   other.load_state_dict(arrays, meta)
   assert other.epoch == 3
-  assert trees_equal(other._extra['target'], trainer._extra['target'])
-  assert trees_equal(other._trainers['value'].model_weights,
-                     trainer._trainers['value'].model_weights)
+  assert trees_equal(other.learner.extra['target'], trainer.learner.extra['target'])
+  assert trees_equal(other.learner.networks['value'].model_weights,
+                     trainer.learner.networks['value'].model_weights)
   # Epsilon is a function of the restored epoch counter.
   assert other.exploration_rate(other.epoch + 1) == trainer.exploration_rate(4) == \
       pytest.approx(0.2)
@@ -419,8 +428,8 @@ def test_epsilon_greedy_sampling():
 
 def collected(trainer):
   """Actions and stored Q-values (dist_inputs) of one collection of 16 steps."""
-  trainer.epoch = 1
-  trainer.collect(n_interactions=16)
+  trainer.learner.epoch = 1
+  trainer.learner.collect(n_interactions=16)
   rows_ = trainer.task.epochs[1].rows
   real = rows_['mask'] > 0
   return rows_['action'][real], rows_['dist_inputs'][real]
@@ -437,7 +446,7 @@ def test_collection_is_epsilon_greedy_and_evaluation_greedy():
   actions, q = collected(trainer)
   assert not np.array_equal(actions, q.argmax(-1))
   obs = np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32)
-  actions, q = trainer.eval_policy(0.0, jax.random.PRNGKey(1))(obs)
+  actions, q = trainer.learner.eval_policy(0.0, jax.random.PRNGKey(1))(obs)
   assert np.array_equal(actions, q.argmax(-1))
 
 
@@ -470,7 +479,7 @@ def test_resume_through_the_runner_is_bit_exact(tmp_path):
   assert not trees_equal(arrays['extra']['target']['params'],
                          arrays['trainers']['value']['params'])
   trainer = run_lib.execute([DQN_CONFIG], RUN + ['train_rl.n_epochs = 4'], resumed)
-  assert trainer.epoch == 4 and trainer._trainers['value'].step == 12
+  assert trainer.epoch == 4 and trainer.learner.networks['value'].step == 12
   records = without_timing(read_metrics(straight))
   assert [r['epoch'] for r in records] == [1, 2, 3, 4]
   assert len({r['exploration_rate'] for r in records}) == 4

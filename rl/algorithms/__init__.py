@@ -1,22 +1,25 @@
-"""RL trainers (agents): the epoch loop and the algorithms built on it.
+"""The algorithms, one family per module. Importing this package registers them with gin.
 
-Importing this package registers every trainer with gin.
+reinforce.py: PolicyTrainer, PolicyGradientTrainer (REINFORCE)
+actor_critic.py: ActorCriticTrainer, A2C, PPO, AWR; sampling_awr.py: SamplingAWR
+joint.py: ActorCriticJointTrainer, PPOJoint, A2CJoint, AWRJoint
+dqn.py: ValueAgent, DQN, DoubleDQN
 """
 from rl.algorithms.actor_critic import A2C
-from rl.algorithms.actor_critic import ActorCriticTrainer
 from rl.algorithms.actor_critic import AWR
 from rl.algorithms.actor_critic import PPO
-from rl.algorithms.actor_critic import SamplingAWR
+from rl.algorithms.actor_critic import ActorCriticTrainer
+from rl.algorithms.dqn import DQN
+from rl.algorithms.dqn import DoubleDQN
+from rl.algorithms.dqn import ValueAgent
 from rl.algorithms.joint import A2CJoint
 from rl.algorithms.joint import ActorCriticJointTrainer
 from rl.algorithms.joint import AWRJoint
 from rl.algorithms.joint import PPOJoint
-from rl.learner.base import RLTrainer
-from rl.algorithms.policy import PolicyTrainer
 from rl.algorithms.reinforce import PolicyGradientTrainer
-from rl.algorithms.dqn import DQN
-from rl.algorithms.dqn import DoubleDQN
-from rl.algorithms.dqn import ValueAgent
+from rl.algorithms.reinforce import PolicyTrainer
+from rl.algorithms.sampling_awr import SamplingAWR
+from rl.learner.trainer import RLTrainer
 
 __all__ = ['RLTrainer', 'PolicyTrainer', 'PolicyGradientTrainer', 'ActorCriticTrainer',
            'A2C', 'PPO', 'AWR', 'SamplingAWR', 'ActorCriticJointTrainer', 'PPOJoint',

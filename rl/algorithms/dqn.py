@@ -28,124 +28,32 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rl.ops import advantages as advantages_lib
 from rl import compiler
-from rl.nets import models
+from rl.algorithms import batches
+from rl.algorithms import networks
 from rl.data import slices
 from rl.errors import ConfigError
-from rl.optim import lr_schedules
-from rl.algorithms import batches
+from rl.learner.acting import Acting
+from rl.learner.checks import check_divisible
+from rl.learner.checks import check_whole_episodes
+from rl.learner.fused_epoch import variables_of
+from rl.learner.state import with_acting_statistics
+from rl.learner.trainer import RLTrainer
+from rl.nets import heads
+from rl.ops import advantages as advantages_lib
 from rl.ops import losses
-from rl.learner.base import RLTrainer
-from rl.learner.base import check_divisible
-from rl.learner.base import check_whole_episodes
-from rl.algorithms.policy import build_trainer
-from rl.algorithms.policy import example_observation
-from rl.learner.network_trainer import variables_of
+from rl.ops.q_learning import EpsilonGreedy
+from rl.ops.q_learning import double_q_values
+from rl.ops.q_learning import greedy_values
+from rl.ops.q_learning import q_regression_loss
+from rl.ops.q_learning import q_targets
+from rl.ops.q_learning import select_q
+from rl.ops.q_learning import spread_bootstrap_values
+from rl.ops.q_learning import take_rows
+from rl.optim import lr_schedules
 
 # The trainers that act in continuous (Box) action spaces, for the error message.
 _BOX_TRAINERS = 'PolicyGradientTrainer, A2C, PPO, AWR or SamplingAWR'
-
-
-# -- pure functions (jit-able, [B, L] arrays as in rl.ops.advantages) ---------------------
-
-def select_q(q_values, actions):
-  """Q(s, a) [B, L] of the taken actions from Q-values [B, L, n_actions]."""
-  index = jnp.asarray(actions).astype(jnp.int32)[..., None]
-  return jnp.take_along_axis(q_values, index, axis=-1)[..., 0]
-
-
-def greedy_values(q_target):
-  """max_a Q_target(s, a): the bootstrap values of DQN, [B, L]."""
-  return jnp.max(q_target, axis=-1)
-
-
-def double_q_values(q_target, q_online):
-  """Q_target(s, argmax_a Q_online(s, a)): Double DQN's bootstrap values, [B, L].
-
-  Letting the network being trained choose the action and the slower target
-  network score it removes most of max's overestimation bias.
-  """
-  best = jnp.argmax(q_online, axis=-1)
-  return jnp.take_along_axis(q_target, best[..., None], axis=-1)[..., 0]
-
-
-def take_rows(x, rows):
-  """x[b, rows[b]] of every slice b: [B, L, ...] and [B] -> [B, ...]."""
-  index = rows.reshape(rows.shape + (1,) * (x.ndim - 1))
-  return jnp.take_along_axis(x, index, axis=1)[:, 0]
-
-
-def spread_bootstrap_values(values, rows, length):
-  """[B, 2] values (first row, bootstrap row) -> [B, length] for an estimator.
-
-  Row 0 keeps its value, row `rows[b]` gets the bootstrap value and every
-  other row zero: the estimator weighs those by exact zeros, so the targets
-  are the ones of every row's value bit for bit. (A filler equal to the
-  bootstrap value would not do: XLA then factors the shared operand out of
-  the estimator's sum, which rounds differently.)
-  """
-  later = jnp.arange(1, length)[None, :] == rows[:, None]
-  later = jnp.where(later, values[:, 1:], jnp.zeros((), values.dtype))
-  return jnp.concatenate([values[:, :1], later], axis=1)
-
-
-def q_targets(estimator, rewards, returns, values, dones, mask):
-  """Regression targets y [B, L - margin] of the first positions of each slice.
-
-  `estimator` is an rl.ops.advantages estimator (td_k for n-step targets); it
-  returns A = y - V, so y = V + A. With td_k of margin n this is
-  y_t = sum_{j<J} gamma^j r_{t+j} + gamma^J V(s_{t+J}), where J <= n stops
-  early at a termination (no bootstrap) or at the trajectory's final
-  observation row (bootstrap from it: a truncation is not an end).
-  """
-  adv = estimator(rewards, returns, values, dones, mask)
-  return values[:, :adv.shape[1]] + adv
-
-
-def n_step_targets(rewards, values, dones, mask, gamma, n):
-  """q_targets with td_k of margin n, for slices of n + 1 rows."""
-  return q_targets(advantages_lib.td_k(gamma=gamma, margin=n), rewards,
-                   jnp.zeros_like(jnp.asarray(rewards)), values, dones, mask)
-
-
-def huber(x, delta=1.0):
-  """Huber / smooth-L1: x^2 / 2 inside [-delta, delta], linear outside."""
-  abs_x = jnp.abs(x)
-  return jnp.where(abs_x < delta, 0.5 * x ** 2, delta * (abs_x - 0.5 * delta))
-
-
-def q_regression_loss(q_values, actions, targets, mask, smooth=True):
-  """Masked mean of huber (smooth) or squared error of Q(s, a) - y."""
-  error = select_q(q_values, actions) - jax.lax.stop_gradient(targets)
-  per_step = huber(error) if smooth else error ** 2
-  return losses.masked_mean(per_step, mask)
-
-
-def epsilon_greedy(q_values, key, epsilon, n_actions):
-  """argmax Q, replaced with probability epsilon by a uniformly random action."""
-  greedy = jnp.argmax(q_values, axis=-1).astype(jnp.int32)
-  explore_key, action_key = jax.random.split(key)
-  explore = jax.random.uniform(explore_key, greedy.shape) < epsilon
-  random_actions = jax.random.randint(action_key, greedy.shape, 0, n_actions, jnp.int32)
-  return jnp.where(explore, random_actions, greedy)
-
-
-class EpsilonGreedy:
-  """The 'distribution' a ValueAgent acts with: its inputs are the Q-values.
-
-  Temperature 0 is greedy; any positive temperature is epsilon-greedy. The
-  object holds no epsilon: it changes every epoch, so it is passed in as a
-  traced argument and one compiled act function serves the whole run.
-  """
-
-  def __init__(self, n_actions):
-    self.n_inputs = int(n_actions)
-
-  def sample(self, q_values, key, temperature, epsilon=0.0):
-    if temperature == 0:
-      return jnp.argmax(q_values, axis=-1).astype(jnp.int32)
-    return epsilon_greedy(q_values, key, epsilon, self.n_inputs)
 
 
 def default_exploration_rate():
@@ -224,7 +132,7 @@ class ValueAgent(RLTrainer):
       raise ConfigError(f'{name}.max_slice_length must be >= 1, got {max_slice_length}.')
     if int(n_replay_epochs) < 1:
       raise ConfigError(f'{name}.n_replay_epochs must be >= 1, got {n_replay_epochs}.')
-    task.set_n_replay_epochs(n_replay_epochs)
+    self._n_replay_epochs = int(n_replay_epochs)
     self._n_actions = int(space.n)
     self._value_body = value_body
     self._value_optimizer = value_optimizer
@@ -245,27 +153,34 @@ class ValueAgent(RLTrainer):
     self._exploration_schedule = (exploration_rate or default_exploration_rate)()
     self._exploration_rate = compiler.jit(self._exploration_schedule)
     self._dist = EpsilonGreedy(self._n_actions)
+    self._init_estimator(task, kwargs)
+    self.build()
+
+  def _init_estimator(self, task, kwargs):
+    """The TD targets' estimator; DQN's (a ValueAgent has none of its own)."""
+    del task, kwargs
+
+  def task_needs(self):
+    return {'n_replay_epochs': self._n_replay_epochs}
 
   def build_networks(self):
     quality_kwargs = {'n_actions': self._n_actions}
     if self._value_body is not None:
       # Passed only when set: an explicit None would hide a `Quality.body` binding.
       quality_kwargs['body'] = self._value_body
-    self._q_model = models.Quality(**quality_kwargs)
-    self._value_trainer = build_trainer(
+    self._q_model = heads.Quality(**quality_kwargs)
+    self._value_trainer = networks.build_network(
         self.task, self._q_model, self._value_optimizer, self._value_lr_schedule,
         self.value_loss, self.draw_value_slices, self.value_batch, 'value_loss',
-        (example_observation(self.task),),
+        (networks.example_observation(self.task),),
         seed_offset=1, after_step=self._sync_every)
-    self._trainers['value'] = self._value_trainer
-    self.set_acting_model(self._value_trainer, self._dist,
-                          output_fn=lambda q: q * self._value_scale)
+    return {'value': self._value_trainer}, Acting('value', self._dist,
+                                                  output_fn=lambda q: q * self._value_scale)
 
-  def networks_initialized(self):
-    super().networks_initialized()
+  def initial_extra(self, nets):
     # The target network as the last epoch left it (it can lag the online
     # network by up to sync_freq - 1 steps): checkpointed with the agent.
-    self._extra = {'target': self._value_trainer.variables}
+    return {'target': nets['value'].variables}
 
   # -- exploration and acting -------------------------------------------------------
 
@@ -273,14 +188,12 @@ class ValueAgent(RLTrainer):
     """epsilon of the collection in RL epoch `epoch` (a Python float)."""
     return float(self._exploration_rate(np.int32(epoch)))
 
-  def sampling_args(self, temperature, epoch=None):
-    """Epsilon for `EpsilonGreedy.sample`: `epoch`'s (default: this epoch's) at
-    temperature > 0, else 0.
+  def sampling_args(self, temperature, epoch):
+    """Epsilon for `EpsilonGreedy.sample`: `epoch`'s at temperature > 0, else 0.
 
     Epsilon is a function of the epoch counter only, so a resumed run acts
     with exactly the epsilon the uninterrupted one would have used.
     """
-    epoch = self.epoch if epoch is None else epoch
     return (np.float32(self.exploration_rate(epoch) if temperature > 0 else 0.0),)
 
   # -- batches and targets --------------------------------------------------------------
@@ -344,15 +257,15 @@ class ValueAgent(RLTrainer):
     data = self.task.slice_data() if data is None else data
     return data, slices.draw_table(data, self._max_slice_length, self._margin)
 
-  def epoch_data(self):
-    return {'value': self.task.slice_data(), 'epoch': np.int32(self.epoch)}
+  def epoch_data(self, epoch):
+    return {'value': self.task.slice_data(), 'epoch': np.int32(epoch)}
 
   def rollout_data(self, newest, replay, epoch):
     del newest
     return {'value': replay, 'epoch': epoch}
 
   def update(self, state, data):
-    state = self.with_acting_statistics(state, 'value')
+    state = with_acting_statistics(state, 'value')
     # The epoch's training starts from a fresh target, and inside it the
     # target syncs whenever the online step count reaches a multiple of sync_freq.
     state, result, target = self.fit(
@@ -376,10 +289,13 @@ class DQN(ValueAgent):
 
   def __init__(self, task, advantage_estimator=None, smoothl1loss=True, double_dqn=False,
                **kwargs):
-    super().__init__(task, **kwargs)
     self._smooth = bool(smoothl1loss)
     self._double = bool(double_dqn)
-    estimator = advantage_estimator or advantages_lib.td_k
+    self._estimator_factory = advantage_estimator or advantages_lib.td_k
+    super().__init__(task, **kwargs)
+
+  def _init_estimator(self, task, kwargs):
+    estimator = self._estimator_factory
     if estimator is advantages_lib.monte_carlo:
       check_whole_episodes(self, task, kwargs, 'use n-step targets (@td_k)')
     elif self._max_slice_length < 2:

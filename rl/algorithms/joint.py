@@ -24,23 +24,23 @@ import gin
 import jax
 import jax.numpy as jnp
 
-from rl.ops import advantages as advantages_lib
-from rl.nets import models
-from rl.data import slices
 from rl.algorithms import batches
-from rl.ops import losses
-from rl.algorithms.actor_critic import row_values
-from rl.algorithms.actor_critic import windowed_advantages
+from rl.algorithms import networks
+from rl.algorithms.row_advantages import row_values
+from rl.algorithms.row_advantages import windowed_advantages
+from rl.data import slices
 from rl.envs.gym_task import Batch
-from rl.learner.base import RLTrainer
-from rl.learner.base import check_divisible
-from rl.learner.base import check_estimator_margin
-from rl.learner.base import check_on_policy
-from rl.learner.base import check_whole_episodes
-from rl.algorithms.policy import build_trainer
-from rl.algorithms.policy import example_observation
-from rl.algorithms.policy import policy_distribution
-from rl.learner.network_trainer import variables_of
+from rl.learner.acting import Acting
+from rl.learner.checks import check_divisible
+from rl.learner.checks import check_estimator_margin
+from rl.learner.checks import check_on_policy
+from rl.learner.checks import check_whole_episodes
+from rl.learner.fused_epoch import variables_of
+from rl.learner.state import with_acting_statistics
+from rl.learner.trainer import RLTrainer
+from rl.nets import heads
+from rl.ops import advantages as advantages_lib
+from rl.ops import losses
 
 
 class ActorCriticJointTrainer(RLTrainer):
@@ -101,8 +101,8 @@ class ActorCriticJointTrainer(RLTrainer):
     if advantage_estimator is advantages_lib.monte_carlo:
       check_whole_episodes(self, task, dict(kwargs, n_trajectories_per_epoch=n_trajectories_per_epoch),
                            'use a bootstrapping estimator (@gae with added_policy_slice_length >= 1)')
-    task.set_n_replay_epochs(n_replay_epochs)
-    self._joint_model_factory = joint_model or models.PolicyAndValue
+    self._n_replay_epochs = int(n_replay_epochs)
+    self._joint_model_factory = joint_model or heads.PolicyAndValue
     self._optimizer = optimizer
     self._lr_schedule = lr_schedule
     self._batch_size = batch_size
@@ -115,8 +115,12 @@ class ActorCriticJointTrainer(RLTrainer):
     self._value_loss_coeff = value_loss_coeff
     self._value_scale = 1.0 / (1.0 - task.gamma) if scale_value_targets else 1.0
     self._estimator = advantage_estimator(gamma=task.gamma, margin=self._margin)
-    self._dist = policy_distribution(task, type(self).__name__)
+    self._dist = networks.policy_distribution(task, type(self).__name__)
     self._per_chunk = bool(advantages_per_chunk)
+    self.build()
+
+  def task_needs(self):
+    return {'n_replay_epochs': self._n_replay_epochs}
 
   def build_networks(self):
     model = self._joint_model_factory(policy_distribution=self._dist)
@@ -125,12 +129,11 @@ class ActorCriticJointTrainer(RLTrainer):
     # give the chunk's advantages, and it moves on after every chunk.
     per_chunk = dict(prepare_fn=self.prepare_joint_data,
                      after_chunk=lambda carry, variables: variables) if self._per_chunk else {}
-    self._trainer = build_trainer(self.task, model, self._optimizer, self._lr_schedule,
-                                  self.joint_loss, self.draw_joint_slices, self.joint_batch,
-                                  'joint_loss',
-                                  (example_observation(self.task),), **per_chunk)
-    self._trainers['joint'] = self._trainer
-    self.set_acting_model(self._trainer, self._dist, output_fn=lambda out: out[0])
+    self._trainer = networks.build_network(
+        self.task, model, self._optimizer, self._lr_schedule, self.joint_loss,
+        self.draw_joint_slices, self.joint_batch, 'joint_loss',
+        (networks.example_observation(self.task),), **per_chunk)
+    return {'joint': self._trainer}, Acting('joint', self._dist, output_fn=lambda out: out[0])
 
   # -- batches and the loss -----------------------------------------------------------
 
@@ -221,7 +224,8 @@ class ActorCriticJointTrainer(RLTrainer):
         **extra,
     }
 
-  def epoch_data(self):
+  def epoch_data(self, epoch):
+    del epoch
     return {'joint': self.task.slice_data([-1] if self.on_policy else None)}
 
   def rollout_data(self, newest, replay, epoch):
@@ -229,7 +233,7 @@ class ActorCriticJointTrainer(RLTrainer):
     return {'joint': newest if self.on_policy else replay}
 
   def update(self, state, data):
-    state = self.with_acting_statistics(state, 'joint')
+    state = with_acting_statistics(state, 'joint')
     data = data['joint']
     if self._per_chunk:
       carry = variables_of(state.nets['joint'])  # prepare_joint_data makes the draw table
@@ -256,9 +260,9 @@ class PPOJoint(ActorCriticJointTrainer):
   on_policy = True
 
   def __init__(self, task, epsilon=0.2, value_loss_coeff=0.1, entropy_coeff=0.01, **kwargs):
-    super().__init__(task, value_loss_coeff=value_loss_coeff, **kwargs)
     self._epsilon = epsilon
     self._entropy_coeff = entropy_coeff
+    super().__init__(task, value_loss_coeff=value_loss_coeff, **kwargs)
 
   def policy_loss_given(self, t):
     loss = losses.ppo_loss(t['log_probs'], t['old_log_probs'], t['normalized'], t['entropy'],
@@ -281,8 +285,8 @@ class A2CJoint(ActorCriticJointTrainer):
   on_policy = True
 
   def __init__(self, task, value_loss_coeff=0.1, entropy_coeff=0.01, **kwargs):
-    super().__init__(task, value_loss_coeff=value_loss_coeff, **kwargs)
     self._entropy_coeff = entropy_coeff
+    super().__init__(task, value_loss_coeff=value_loss_coeff, **kwargs)
 
   def policy_loss_given(self, t):
     loss = losses.a2c_loss(t['log_probs'], t['normalized'], t['entropy'], t['mask'],
@@ -305,10 +309,10 @@ class AWRJoint(ActorCriticJointTrainer):
 
   def __init__(self, task, value_loss_coeff=0.1, beta=1.0, w_max=20.0, thresholds=None,
                **kwargs):
-    super().__init__(task, value_loss_coeff=value_loss_coeff, **kwargs)
     self._beta = beta
     self._w_max = w_max
     self._thresholds = tuple(tuple(x) for x in thresholds) if thresholds else None
+    super().__init__(task, value_loss_coeff=value_loss_coeff, **kwargs)
 
   def policy_loss_given(self, t):
     weights = losses.awr_weights(t['normalized'], t['mask'], self._beta, self._w_max,

@@ -6,9 +6,8 @@ numpy arrays: parameters, optimizer state, replay epochs, RNG keys) and `meta`
 writes into a temporary folder and renames it when complete, so a run killed
 mid-write leaves the previous checkpoint as the newest complete one.
 
-Orbax spends about a millisecond on every array it writes, whatever its size,
-and a replay buffer is many small arrays (every field of every stored epoch:
-a DQN run's checkpoint held 9 per epoch, 3,465 at the end of its run). So
+Orbax has a fixed cost for every array it writes, whatever its size, and a
+replay buffer is many small arrays (every field of every stored epoch). So
 arrays of at most PACK_BYTES are written together as the bytes of one array,
 with their paths, dtypes, shapes and offsets in `meta`; bigger ones (frames of
 pixel observations) stay arrays of their own, so packing never copies much.
@@ -201,9 +200,8 @@ class Checkpointer:
           self._manager.delete(step)
         continue
       meta = dict(restored['meta'])
-      empties = meta.pop(_EMPTY, [])
-      # Checkpoints written before packing have no index: all their arrays are their own.
-      arrays = _unpack_small(_numpy_dicts(restored['arrays']), meta.pop(_PACKED, []))
+      empties = meta.pop(_EMPTY)
+      arrays = _unpack_small(_numpy_dicts(restored['arrays']), meta.pop(_PACKED))
       arrays = _restore_empties(arrays, empties)
       return step, arrays, meta
     return None

@@ -1,55 +1,19 @@
-"""supervised.Trainer: an optax training loop whose whole epoch is one jitted call.
+"""Trainer: one network, its optimizer and its fused epoch (rl.learner.fused_epoch).
 
-Every network of every RL trainer trains through `fused_epoch`: a `lax.scan`
-over the epoch's gradient steps (in `n_chunks` chunks, with the metrics
-evaluated after each), where each step draws its batch on the device from
-the epoch's data and a key, so the host hands the data over once and reads
-the results back once per epoch.
-
-Contract:
-  * `model` is a flax.linen Module; `inputs_fn(batch)` gives its inputs.
-  * `loss_fn(model_output, batch) -> (loss, metrics)`: the scalar loss and a
-    dict of scalar metrics, computed in the same pass: they are the
-    auxiliary output of the gradient computation, averaged over the chunk's
-    steps. With `n_eval_steps` > 0 they are instead evaluated after each
-    chunk on that many fresh batches with the chunk's final weights (the
-    reference's reporting, at the price of a second copy of the loss in the
-    compiled program).
-  * Batches are made on the device by `batches` (a DeviceBatches): every
-    step draws which rows its batch holds with a key of its own
-    (`draw(data, key)`, from the epoch's data, any pytree), the rows are
-    gathered (`take`) and the batch made from them
-    (`make(data, rows, key, carry, variables)`, with the caller's `carry`,
-    e.g. target-network variables, and the variables being trained). The
-    draws of a chunk's steps run first, in a loop of their own, so that
-    their rows can be gathered all at once. In standalone use the batches
-    come from the host iterator `inputs()` instead, stacked per epoch.
-  * `prepare_fn(data, key, carry) -> data` runs at the start of every chunk:
-    per-row work that would otherwise be repeated for every batch (e.g. the
-    advantages of every stored step under a value network that the chunk
-    keeps fixed).
-  * `after_step(carry, variables, step) -> carry` runs after every update
-    (`step` counts all updates so far; e.g. a target sync every N steps) and
-    `after_chunk(carry, variables) -> carry` after every chunk.
-  * The state is a plain pytree {'params', 'model_state', 'opt_state', 'step'}:
-    `state_dict()` / `load_state_dict()` round-trip it exactly, and
-    `model_weights` / `model_state` are settable (shared layers, normaliser
-    statistics copied in from the acting model).
-  * Data parallel over all local devices: each batch is sharded along its
-    first axis and the parameters are replicated; jit inserts the gradient
-    all-reduce. The loss is a mean over the global batch, so one and several
-    devices compute the same numbers up to float reassociation.
+Every network of every RL trainer is one of these: it makes the network's
+initial state, holds the EpochSpec its epoch is traced from, and reads an
+epoch's results back on the host. Data parallel over all local devices: each
+batch is sharded along its first axis and the parameters are replicated; jit
+inserts the gradient all-reduce.
 """
 import functools
 import math
 import time
-from typing import Any, Callable, NamedTuple, Optional
 
 import flax
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -57,215 +21,10 @@ from rl import compiler
 from rl import keys
 from rl.errors import ConfigError
 from rl.errors import NonFiniteLossError
-
-
-# A chunk's batches are gathered ahead, all steps at once, when their rows
-# take at most this many bytes (CartPole's DQN epoch: 1.3 MB); above it
-# (stacked Atari frames: 100 MB and more) each step gathers its own.
-GATHER_AHEAD_BYTES = 64 * 2**20
-
-
-class DeviceBatches(NamedTuple):
-  """How every step's batch is made on the device from the epoch's data (pure functions)."""
-  draw: Callable  # (data, key) -> which rows the batch holds (e.g. rl.data.slices.draw)
-  take: Callable  # (data, drawn) -> those rows, for any leading axes of `drawn`
-  make: Callable  # (data, taken rows, key, carry, variables) -> the batch
-
-
-class EpochSpec(NamedTuple):
-  """What a fused epoch is made of; frozen into the compiled function."""
-  apply_fn: Callable  # (variables, *inputs) -> model output
-  loss_fn: Callable  # (model output, batch) -> (loss, metrics)
-  tx: Any  # the optax transformation
-  lr_schedule: Callable  # step -> learning rate (reported, evaluated on the device)
-  inputs_fn: Callable  # batch -> model inputs tuple
-  batches: Optional[DeviceBatches]  # None: stacked batches given to every call
-  prepare_fn: Optional[Callable]  # (data, key, carry) -> data, at the start of every chunk
-  after_step: Optional[Callable]  # (carry, variables, step) -> carry
-  after_chunk: Optional[Callable]  # (carry, variables) -> carry
-  batch_sharding: Any  # NamedSharding of a batch, or None on one device
-
-
-class EpochResult(NamedTuple):
-  """What one fused call returns (all on the device until read).
-
-  Summaries rather than every step's numbers: the host reads them right
-  after the compiled call, when its caches are cold, and there every numpy
-  call costs several times what it does in a warm loop. Made from PPO's
-  per-step arrays on the host, an epoch's metrics took 0.3-0.4 ms there
-  (0.05 ms warm), 2-3% of a CartPole epoch; from these, 0.05 ms.
-  """
-  n_steps: jax.Array  # int32: the gradient steps taken
-  loss: jax.Array  # mean training loss over the steps (each before its update)
-  gradients_l2: jax.Array  # mean global gradient norm over the steps
-  first_non_finite: jax.Array  # int32: the first step whose loss was NaN or inf (n_steps: none)
-  non_finite_loss: jax.Array  # that step's loss (0 when none)
-  metrics: dict  # name -> scalar: the last chunk's metrics
-  learning_rate: jax.Array  # of the last step taken
-  step: jax.Array  # optimizer steps after the epoch
-  weights_l2: jax.Array  # global norm of the final weights (checked to be finite)
-
-
-def summarize(losses, norms, metrics, learning_rate, step, weights_l2):
-  """The EpochResult of an epoch's per-step losses and gradient norms [n_steps]; pure."""
-  n_steps = losses.shape[0]
-  if not n_steps:
-    zero = jnp.zeros((), jnp.float32)
-    return EpochResult(jnp.int32(0), zero, zero, jnp.int32(0), zero, metrics, learning_rate,
-                       step, weights_l2)
-  finite = jnp.isfinite(losses)
-  first = jnp.where(jnp.all(finite), n_steps, jnp.argmin(finite)).astype(jnp.int32)
-  bad = jnp.where(first < n_steps, losses[jnp.minimum(first, n_steps - 1)], 0.0)
-  return EpochResult(jnp.int32(n_steps), jnp.mean(losses), jnp.mean(norms), first, bad,
-                     metrics, learning_rate, step, weights_l2)
-
-
-def weights_norm(params):
-  """The global L2 norm of `params`, as one reduction over all of them joined.
-
-  Only ever checked for being finite. Summed leaf by leaf (optax.tree.norm)
-  it is a reduction and a few small kernels per leaf, which on CartPole's
-  PPO cost 2-4% of an epoch; joined first, it is one.
-  """
-  leaves = [jnp.ravel(leaf).astype(jnp.float32) for leaf in jax.tree_util.tree_leaves(params)]
-  if not leaves:
-    return jnp.zeros((), jnp.float32)
-  return jnp.sqrt(jnp.sum(jnp.square(jnp.concatenate(leaves))))
-
-
-def variables_of(state):
-  return {'params': state['params'], **state['model_state']}
-
-
-def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_chunk,
-                n_eval_steps):
-  """n_chunks x steps_per_chunk updates of `state`, then the metrics; pure.
-
-  Args:
-    spec: the EpochSpec (static).
-    state: {'params', 'model_state', 'opt_state', 'step'}.
-    data: the epoch's data for `spec.batches`.
-    key: the PRNG key the batches are drawn with.
-    carry: the caller's pytree threaded through batches.make / after_step /
-      after_chunk.
-    stacked: with batches None, the batches: a pair (train batches with
-      leading axes [n_chunks, steps_per_chunk], eval batches [n_chunks,
-      n_eval_steps]); otherwise None.
-    n_chunks, steps_per_chunk, n_eval_steps: the epoch's shape (static).
-
-  Returns:
-    (state, key, carry, EpochResult).
-  """
-  def constrain(batch):
-    if spec.batch_sharding is None:
-      return batch
-    return jax.lax.with_sharding_constraint(batch, spec.batch_sharding)
-
-  def draw_steps(data, key, n):
-    """n steps' batch keys and draws, in a loop of their own: (key, (keys, drawn))."""
-    def one(key, _):
-      key, batch_key = jax.random.split(key)
-      return key, (batch_key, spec.batches.draw(data, batch_key))
-    return jax.lax.scan(one, key, None, length=n)
-
-  def make_batch(data, given, carry, variables, taken):
-    """A step's batch: the given one, or from (batch key, its rows or its draw)."""
-    if spec.batches is None:
-      return given
-    batch_key, rows = given
-    if not taken:
-      rows = spec.batches.take(data, rows)
-    return constrain(spec.batches.make(data, rows, batch_key, carry, variables))
-
-  def steps_given(data, key, n):
-    """(key, the n steps' inputs, whether their rows are gathered already).
-
-    Every step's slices are drawn first, in a loop of their own, and their
-    rows gathered for all steps at once when that fits in
-    GATHER_AHEAD_BYTES: one gather per field instead of one per field and
-    step, while the batches stay what each step drawing its own would give
-    (the same keys, in the same order).
-    """
-    key, (batch_keys, drawn) = draw_steps(data, key, n)
-    rows = jax.eval_shape(spec.batches.take, data, drawn)
-    size = sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(rows))
-    if size <= GATHER_AHEAD_BYTES:
-      return key, (batch_keys, spec.batches.take(data, drawn)), True
-    return key, (batch_keys, drawn), False
-
-  def loss(params, model_state, batch):
-    output = spec.apply_fn({'params': params, **model_state}, *spec.inputs_fn(batch))
-    return spec.loss_fn(output, batch)
-
-  def train_step(data, taken, loop, given):
-    state, carry = loop
-    batch = make_batch(data, given, carry, variables_of(state), taken)
-    (value, metrics), grads = jax.value_and_grad(loss, has_aux=True)(
-        state['params'], state['model_state'], batch)
-    updates, opt_state = spec.tx.update(grads, state['opt_state'], state['params'])
-    params = optax.apply_updates(state['params'], updates)
-    state = dict(state, params=params, opt_state=opt_state, step=state['step'] + 1)
-    if spec.after_step is not None:
-      carry = spec.after_step(carry, variables_of(state), state['step'])
-    return (state, carry), (value, optax.tree.norm(grads), metrics)
-
-  def chunk(loop, given):
-    state, key, carry = loop
-    train_given, eval_given = given if given is not None else (None, None)
-    chunk_data = data
-    if spec.prepare_fn is not None:
-      key, prepare_key = jax.random.split(key)
-      chunk_data = spec.prepare_fn(data, prepare_key, carry)
-    taken = False
-    if spec.batches is not None:
-      key, train_given, taken = steps_given(chunk_data, key, steps_per_chunk)
-    (state, carry), (values, norms, metrics) = jax.lax.scan(
-        functools.partial(train_step, chunk_data, taken), (state, carry),
-        train_given, length=steps_per_chunk)
-    # The metrics of the chunk's own batches, from the gradient pass...
-    metrics = (jax.tree_util.tree_map(lambda m: jnp.mean(m, axis=0), metrics)
-               if steps_per_chunk else {})
-    if n_eval_steps:
-      # ...or, when asked for, of fresh batches under the chunk's final weights.
-      taken = False
-      if spec.batches is not None:
-        key, eval_given, taken = steps_given(chunk_data, key, n_eval_steps)
-      variables = variables_of(state)
-      metrics = jax.lax.map(
-          lambda given: loss(state['params'], state['model_state'],
-                             make_batch(chunk_data, given, carry, variables, taken))[1],
-          eval_given)
-      metrics = jax.tree_util.tree_map(lambda m: jnp.mean(m, axis=0), metrics)
-    if spec.after_chunk is not None:
-      carry = spec.after_chunk(carry, variables_of(state))
-    # Every step's loss is checked, but it is the loss before that step's
-    # update; the norm of the weights the last update made is checked too,
-    # so weights gone NaN or infinite stop the run now, not an epoch (and
-    # maybe a checkpoint of them) later. It is cheaper than the last batch's
-    # loss under the new weights, and finite weights whose loss is NaN are
-    # caught by the next epoch's first step.
-    after = weights_norm(state['params'])
-    return (state, key, carry), (values, norms, metrics, after)
-
-  if n_chunks == 1:
-    # No loop around a single chunk: XLA optimises straight-line code better
-    # than the body of a one-trip loop (the preparation runs ~4x slower there).
-    first = None if stacked is None else jax.tree_util.tree_map(lambda x: x[0], stacked)
-    (state, key, carry), outputs = chunk((state, key, carry), first)
-    values, norms, metrics, after = jax.tree_util.tree_map(lambda x: x[None], outputs)
-  else:
-    (state, key, carry), (values, norms, metrics, after) = jax.lax.scan(
-        chunk, (state, key, carry), stacked, length=n_chunks)
-  last = jax.tree_util.tree_map(lambda m: m[-1], metrics)
-  learning_rate = jnp.asarray(spec.lr_schedule(jnp.maximum(state['step'] - 1, 0)), jnp.float32)
-  return state, key, carry, summarize(values.reshape(-1), norms.reshape(-1), last,
-                                      learning_rate, state['step'], after[-1])
-
-
-def evaluate_batch(spec, state, batch):
-  """(loss, metrics) of `batch` under the current weights; pure."""
-  output = spec.apply_fn(variables_of(state), *spec.inputs_fn(batch))
-  return spec.loss_fn(output, batch)
+from rl.learner.fused_epoch import EpochSpec
+from rl.learner.fused_epoch import evaluate_batch
+from rl.learner.fused_epoch import fused_epoch
+from rl.learner.fused_epoch import variables_of
 
 
 def initialize_together(trainers):

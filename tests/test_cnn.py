@@ -1,4 +1,4 @@
-"""Tests for the CNN bodies of rl.nets.models: AtariCnnBody and MinAtarCnnBody as
+"""Tests for the CNN bodies of rl.nets.cnn: AtariCnnBody and MinAtarCnnBody as
 bodies of every model, uint8 scaling, frame layouts, parameter counts, gin
 binding, and the one-line errors for observations they cannot read.
 
@@ -17,19 +17,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rl.nets import models
+from net_helpers import FakeDistribution, shapes
 from rl import experiment as run_lib
 from rl.errors import ConfigError
+from rl.nets import cnn
+from rl.nets.cnn import AtariCnnBody, MinAtarCnnBody
+from rl.nets.heads import Policy, PolicyAndValue, Quality, Value
+from rl.nets.normalizer import Normalize
+from rl.nets.variables import init_variables
 from run_helpers import REINFORCE, TINY
 
 pytestmark = pytest.mark.usefixtures('fast_compilation')
-
-
-class FakeDistribution:
-  """Stand-in for rl.ops.distributions objects: models only read `n_inputs`."""
-
-  def __init__(self, n_inputs):
-    self.n_inputs = n_inputs
 
 
 N = 6  # actions; any width does
@@ -41,9 +39,9 @@ FRAMES = np.random.default_rng(0).integers(0, 256, (2, 1, 84, 84, 4), dtype=np.u
 GRIDS = np.random.default_rng(1).random((2, 1, 10, 10, 4)) < 0.3
 
 # The reference's Atari init: uniform, so initialising skips the orthogonal
-# default's QR of the 3136x512 Dense kernel (seconds on a slow CPU). The
-# MinAtar network runs the orthogonal default.
-_atari_body = functools.partial(models.AtariCnnBody, kernel_initializer='atari_conv')
+# default's costly QR of the 3136x512 Dense kernel. The MinAtar network runs
+# the orthogonal default.
+_atari_body = functools.partial(AtariCnnBody, kernel_initializer='atari_conv')
 
 
 def _init(model, obs):
@@ -65,10 +63,6 @@ def _output_shapes(model, *inputs):
   return jax.tree_util.tree_map(lambda a: a.shape, jax.eval_shape(forward))
 
 
-def _shapes(params):
-  return jax.tree_util.tree_map(lambda a: tuple(a.shape), params)
-
-
 def _n_params(params):
   return sum(int(np.prod(leaf.shape)) for leaf in jax.tree_util.tree_leaves(params))
 
@@ -76,14 +70,14 @@ def _n_params(params):
 @pytest.fixture(scope='module')
 def quality():
   """(jitted apply, variables) of a DQN-style Q-network on Atari frames."""
-  model = models.Quality(n_actions=N, body=_atari_body)
+  model = Quality(n_actions=N, body=_atari_body)
   return jax.jit(model.apply), _init(model, FRAMES)
 
 
 @pytest.fixture(scope='module')
 def minatar_quality():
   """(jitted apply, variables) of a Q-network on MinAtar grids (orthogonal init)."""
-  model = models.Quality(n_actions=N, body=models.MinAtarCnnBody)
+  model = Quality(n_actions=N, body=MinAtarCnnBody)
   return jax.jit(model.apply), _init(model, GRIDS)
 
 
@@ -99,24 +93,24 @@ def test_q_networks_compute_on_frames_and_grids(quality, minatar_quality):
     assert bool(jnp.all(jnp.isfinite(q))) and not np.allclose(q[0], q[1])
 
 
-@pytest.mark.parametrize('body', [models.AtariCnnBody, models.MinAtarCnnBody])
+@pytest.mark.parametrize('body', [AtariCnnBody, MinAtarCnnBody])
 def test_every_model_takes_the_cnn_body(body):
   dist = FakeDistribution(N)
-  obs = FRAMES if body is models.AtariCnnBody else GRIDS.astype(np.uint8)
-  assert _output_shapes(models.Policy(dist, body=body), obs) == (2, 1, N)
-  assert _output_shapes(models.Value(body=body), obs) == (2, 1, 1)
-  assert _output_shapes(models.Quality(n_actions=N, body=body), obs) == (2, 1, N)
+  obs = FRAMES if body is AtariCnnBody else GRIDS.astype(np.uint8)
+  assert _output_shapes(Policy(dist, body=body), obs) == (2, 1, N)
+  assert _output_shapes(Value(body=body), obs) == (2, 1, 1)
+  assert _output_shapes(Quality(n_actions=N, body=body), obs) == (2, 1, N)
   for joint in (True, False):
-    model = models.PolicyAndValue(dist, body=body, joint=joint)
+    model = PolicyAndValue(dist, body=body, joint=joint)
     assert _output_shapes(model, obs) == ((2, 1, N), (2, 1, 1))
   # Q(s, a) with sampled actions [B, n_samples, L]: the action injector reads
   # the body's [B, L, features].
-  q_model = models.Value(body=body, inject_actions=True, vocab_size=N)
+  q_model = Value(body=body, inject_actions=True, vocab_size=N)
   assert _output_shapes(q_model, obs, jnp.zeros((2, 3, 1), jnp.int32)) == (2, 3, 1, 1)
 
 
 def test_slices_of_several_timesteps():
-  model = models.PolicyAndValue(FakeDistribution(N), body=models.MinAtarCnnBody)
+  model = PolicyAndValue(FakeDistribution(N), body=MinAtarCnnBody)
   grids = np.zeros((2, 5, 10, 10, 4), bool)  # [B, L=5, grid]
   assert _output_shapes(model, grids) == ((2, 5, N), (2, 5, 1))
 
@@ -158,11 +152,11 @@ def test_minatar_grids_bool_and_uint8_agree(minatar_quality):
 def test_normalizer_in_front_of_a_cnn_body_runs_on_uint8(minatar_quality):
   # Not needed for images (the body scales them), but it must not break.
   _, variables = minatar_quality
-  model = models.Quality(n_actions=N, body=models.MinAtarCnnBody, normalizer=models.Normalize)
+  model = Quality(n_actions=N, body=MinAtarCnnBody, normalizer=Normalize)
   grids = GRIDS.astype(np.uint8)
   # The Q-network's parameters plus fresh statistics: the normaliser has no
   # parameters, so the two models' 'params' agree.
-  stats = models.init_variables(models.Normalize(), jax.random.key(0), grids)
+  stats = init_variables(Normalize(), jax.random.key(0), grids)
   variables = {**variables, 'normalizer': {'normalizer': stats['normalizer']}}
   out, updates = jax.jit(functools.partial(model.apply, update_normalizer=True,
                                            mutable=['normalizer']))(variables, grids)
@@ -176,8 +170,8 @@ def test_normalizer_in_front_of_a_cnn_body_runs_on_uint8(minatar_quality):
 
 
 def test_atari_body_is_the_nature_dqn_network():
-  params = _abstract_params(models.AtariCnnBody(), FRAMES)
-  assert _shapes(params) == {
+  params = _abstract_params(AtariCnnBody(), FRAMES)
+  assert shapes(params) == {
       'conv_0': {'kernel': (8, 8, 4, 32), 'bias': (32,)},  # 84 -> 20
       'conv_1': {'kernel': (4, 4, 32, 64), 'bias': (64,)},  # 20 -> 9
       'conv_2': {'kernel': (3, 3, 64, 64), 'bias': (64,)},  # 9 -> 7
@@ -190,8 +184,8 @@ def test_atari_body_is_the_nature_dqn_network():
 
 
 def test_minatar_body_is_the_minatar_paper_network():
-  params = _abstract_params(models.MinAtarCnnBody(), GRIDS)
-  assert _shapes(params) == {
+  params = _abstract_params(MinAtarCnnBody(), GRIDS)
+  assert shapes(params) == {
       'conv_0': {'kernel': (3, 3, 4, 16), 'bias': (16,)},  # 10 -> 8
       'dense': {'kernel': (8 * 8 * 16, 128), 'bias': (128,)},
   }
@@ -213,7 +207,7 @@ def test_gin_binds_the_cnn_body():
       'Quality.body = @AtariCnnBody',
       'AtariCnnBody.output_size = 64',
   ])
-  model = models.Quality(n_actions=N)
+  model = Quality(n_actions=N)
   assert _abstract_params(model, FRAMES)['body']['dense']['kernel'].shape == (3136, 64)
   assert _output_shapes(model, FRAMES) == (2, 1, N)
 
@@ -223,10 +217,10 @@ def test_gin_binds_the_cnn_body():
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize('body', [models.AtariCnnBody, models.MinAtarCnnBody])
+@pytest.mark.parametrize('body', [AtariCnnBody, MinAtarCnnBody])
 def test_vector_observations_are_a_config_error(body):
   with pytest.raises(ConfigError, match=r'shape \(4,\); use an MLP body'):
-    _abstract_params(models.Value(body=body), jnp.zeros((1, 1, 4), jnp.float32))
+    _abstract_params(Value(body=body), jnp.zeros((1, 1, 4), jnp.float32))
 
 
 def test_cnn_body_on_cartpole_stops_before_writing(tmp_path):
@@ -247,7 +241,7 @@ def test_cnn_body_on_cartpole_stops_before_writing(tmp_path):
 ])
 def test_unreadable_frames_name_the_binding(shape, needle):
   with pytest.raises(ConfigError, match=needle):
-    _abstract_params(models.AtariCnnBody(), jnp.zeros((1, 1) + shape, jnp.uint8))
+    _abstract_params(AtariCnnBody(), jnp.zeros((1, 1) + shape, jnp.uint8))
 
 
 @pytest.mark.parametrize('binding', [
@@ -261,4 +255,4 @@ def test_bad_bindings_fail_when_built(binding):
   gin.parse_config([binding])
   name, parameter = binding.split(' =')[0].split('.')
   with pytest.raises(ConfigError, match=f'{name}.{parameter}'):
-    getattr(models, name)()
+    getattr(cnn, name)()

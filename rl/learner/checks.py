@@ -1,0 +1,69 @@
+"""The configuration checks trainers share, each failing with one line that names the fix."""
+from rl.errors import ConfigError
+from rl.ops import advantages
+
+# The trainers whose epoch runs on JAX-native envs (those with `rollout_data`).
+JAX_NATIVE_TRAINERS = ('A2C, PPO, AWR, SamplingAWR, A2CJoint, PPOJoint, AWRJoint, DQN '
+                       'or DoubleDQN')
+
+
+def check_on_policy(trainer, n_replay_epochs, alternative):
+  """On-policy trainers learn from the newest epoch only; replay would bias them."""
+  if trainer.on_policy and n_replay_epochs != 1:
+    raise ConfigError(f'{type(trainer).__name__} is on-policy: n_replay_epochs must be 1, '
+                      f'got {n_replay_epochs}. Use {alternative} to replay old epochs.')
+
+
+def check_estimator_margin(trainer, estimator, margin):
+  """Bootstrapping estimators need at least one step after the trained ones."""
+  if margin < 1 and estimator is not advantages.monte_carlo:
+    raise ConfigError(
+        f'{type(trainer).__name__}: the advantage estimator bootstraps from the values of '
+        f'later steps, so added_policy_slice_length must be >= 1 (got {margin}); set it, '
+        'or use advantage_estimator = @monte_carlo.')
+
+
+def check_whole_episodes(trainer, task, collection, alternative=''):
+  """Monte-Carlo returns are only right on whole episodes; refuses cut segments.
+
+  A stored return sums the rewards to the end of its segment. Collection cuts
+  a running episode at an epoch's end when epochs are counted in env steps
+  (n_interactions_per_epoch) and every RLTask.max_steps steps, and a return on
+  such a segment would stop at the cut as if the episode had ended there.
+
+  Args:
+    trainer: the trainer being built (named in the message).
+    task: its task.
+    collection: the trainer's keyword arguments that choose how epochs are
+      counted (n_trajectories_per_epoch, n_interactions_per_epoch,
+      collect_per_epoch).
+    alternative: another fix to offer, e.g. a bootstrapping estimator.
+  """
+  by_steps = (collection.get('n_interactions_per_epoch') is not None
+              and collection.get('n_trajectories_per_epoch') is None
+              and collection.get('collect_per_epoch') is None)
+  cuts = [name for name, cut in (('n_interactions_per_epoch', by_steps),
+                                 ('RLTask.max_steps', bool(task.max_steps))) if cut]
+  if cuts:
+    fixes = ['collect whole episodes with n_trajectories_per_epoch'
+             + (' and RLTask.max_steps = None' if task.max_steps else '')]
+    fixes += [alternative] if alternative else []
+    raise ConfigError(
+        f'{type(trainer).__name__} learns from Monte-Carlo returns, which would stop at '
+        f"the episode cuts that {' and '.join(cuts)} make{'s' if len(cuts) == 1 else ''} "
+        f"as if the episode had ended there; {', or '.join(fixes)}.")
+
+
+def check_backend(trainer, task):
+  """Refuses, in one line, a trainer that cannot train on the task's JAX-native envs."""
+  if task.jax_native and not trainer.supports_jax_envs:
+    raise ConfigError(f'{type(trainer).__name__} does not support JAX-native envs '
+                      f'({task.env_name}) yet; use {JAX_NATIVE_TRAINERS}, or a gymnasium '
+                      'env id.')
+
+
+def check_divisible(steps, evals, steps_name, evals_name):
+  """Uneven chunks are rejected up front, not when a later epoch would hit them."""
+  if evals < 1 or steps % evals:
+    raise ConfigError(f'{steps_name} ({steps}) must be a positive multiple of '
+                      f'{evals_name} ({evals}); change one of them.')

@@ -1,0 +1,320 @@
+"""Learner: one trainer's epochs, on either env backend, driven by its algorithm.
+
+One epoch: collect (temperature 1, normaliser statistics updated), train,
+evaluate (greedy and at other temperatures, on separate envs) and report the
+epoch's record. Evaluation comes after training, so the last logged eval is
+the policy in the last checkpoint.
+
+The algorithm (rl.learner.algorithm.Algorithm) says which networks it trains,
+how it acts, what data an epoch trains on and how (`update`, a pure function
+of the TrainState). On gymnasium envs the host collects and then calls
+`update` in one compiled call; on JAX-native envs `jax_epoch` traces the
+collection and `update` into one program, and the next epoch is dispatched
+while the host books the current one (rl.learner.look_ahead).
+"""
+import functools
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rl import keys
+from rl import metrics as metrics_lib
+from rl.data import packing
+from rl.learner import look_ahead
+from rl.learner.acting import ActingState
+from rl.learner.acting import Actor
+from rl.learner.acting import HostPolicy
+from rl.learner.acting import initial_acting_state
+from rl.learner.network_trainer import initialize_together
+from rl.learner.state import TrainState
+
+# Metrics every network reports; a trainer with several networks prefixes
+# them with the network's name so they don't collide.
+NETWORK_METRICS = ('learning_rate', 'gradients_l2', 'steps_per_second')
+
+# The largest replay reserved up front (rows). Padding costs every epoch what
+# the reserved size costs, so a larger replay grows with its contents instead.
+MAX_RESERVED_ROWS = 2**17
+
+
+def prefix_network_metrics(metrics, prefix):
+  """`metrics` with learning_rate etc. renamed prefix + name (e.g. value_learning_rate)."""
+  return {(prefix + k if k in NETWORK_METRICS else k): v for k, v in metrics.items()}
+
+
+class Learner:
+  """Collects with the task, trains the algorithm's networks, evaluates, epoch by epoch.
+
+  Args:
+    task: the RLTask.
+    algorithm: the trainer (rl.learner.algorithm.Algorithm).
+    options: its rl.learner.trainer.LoopOptions.
+  """
+
+  def __init__(self, task, algorithm, options):
+    self.task = task
+    self.algorithm = algorithm
+    self.options = options
+    self.epoch = 0
+    self.history = []
+    self.last_epoch = None  # set by the epoch loop: the last epoch is always evaluated
+    # The collection key is the seed's; the training key draws the training
+    # batches (and any sampling inside the losses' inputs).
+    seed_key, self.train_key = keys.seed_and_folded(task.seed, 2)
+    needs = algorithm.task_needs()
+    task.set_n_replay_epochs(needs['n_replay_epochs'])
+    if (options.n_interactions is not None and task.n_replay_epochs > 1
+        and task.n_replay_epochs * options.n_interactions <= MAX_RESERVED_ROWS):
+      # Reserved from the start, the training epoch compiles once for the
+      # replay's final size rather than at every capacity bucket it passes.
+      task.reserve_rows(task.n_replay_epochs * options.n_interactions)
+    self.networks, acting = algorithm.build_networks()
+    task.set_dist_inputs_size(acting.dist.n_inputs)
+    self.acting_name = acting.network
+    self.actor = Actor(self.networks[acting.network], acting)
+    initialize_together(list(self.networks.values()))
+    self.acting = initial_acting_state(seed_key, self.networks[acting.network])
+    self.extra = algorithm.initial_extra(self.networks)
+    if task.jax_native:
+      task.reserve_replay(self.jax_epoch_steps)
+    # One compiled call trains every network of an epoch; its metrics come
+    # back to the host in one transfer.
+    self._update = packing.PackedJit(self._update_then_metrics)
+    self.look_ahead = look_ahead.LookAhead(self)
+
+  # -- state ------------------------------------------------------------------------
+
+  @property
+  def train_state(self):
+    """The TrainState: every network's state, the training key, the acting state, extras."""
+    return TrainState({name: n.state for name, n in self.networks.items()}, self.train_key,
+                      self.acting, self.extra)
+
+  @train_state.setter
+  def train_state(self, state):
+    for name, net in state.nets.items():
+      self.networks[name].state = net
+    self.train_key = state.train_key
+    self.acting = state.acting
+    self.extra = dict(state.extra)
+
+  def state_dict(self):
+    """(arrays, meta) holding everything needed to continue bit for bit."""
+    task_arrays, task_meta = self.task.state_dict()
+    arrays = {
+        'task': task_arrays,
+        'trainers': {name: n.state_dict() for name, n in self.networks.items()},
+        'collect': {'key': keys.to_data(self.acting.key), 'model_state': self.acting.model_state},
+        'train_key': keys.to_data(self.train_key),
+        'extra': self.extra,
+    }
+    meta = {'epoch': self.epoch, 'history': self.history, 'task': task_meta}
+    return arrays, meta
+
+  def load_state_dict(self, arrays, meta):
+    self.task.load_state_dict(arrays['task'], meta['task'])
+    for name, network in self.networks.items():
+      network.load_state_dict(arrays['trainers'][name])
+
+    def like(template, restored):
+      return jax.tree_util.tree_map(lambda t, r: jnp.asarray(r, dtype=t.dtype), template,
+                                    dict(restored))
+    self.acting = ActingState(keys.from_data(arrays['collect']['key'], 'collection key'),
+                              like(self.acting.model_state,
+                                   arrays['collect'].get('model_state', {})))
+    self.train_key = keys.from_data(arrays['train_key'], 'training key')
+    self.extra = like(self.extra, arrays.get('extra', {}))
+    self.epoch = int(meta['epoch'])
+    self.history = list(meta['history'])
+
+  def share_programs(self, other):
+    """Acts and evaluates with `other`'s compiled functions (a learner of the same config
+    and another seed), so nothing compiles twice."""
+    self.actor.share_programs(other.actor)
+    self.task.share_programs(other.task)
+
+  def close(self):
+    self.task.close()
+
+  # -- acting -----------------------------------------------------------------------
+
+  @property
+  def acting_params(self):
+    return self.networks[self.acting_name].variables['params']
+
+  def collect_initial(self):
+    """Collects the task's random initial trajectories (epoch 0), if it has any."""
+    policy = self.actor.random_policy(self.task, self.acting)
+    self.task.collect_initial(policy)
+    if isinstance(policy, HostPolicy):
+      self.acting = policy.state
+
+  def collect(self, n_trajectories=None, n_interactions=None, epoch_id=None):
+    """Collects with the training policy into epoch `epoch_id` (default: the current one).
+
+    The amount is the options' unless given. Returns the task's collection stats.
+    """
+    policy = self.actor.collect_policy(self.acting_params, self.acting,
+                                       self.algorithm.sampling_args(1.0, self.epoch))
+    options = self.options
+    if n_trajectories is None and n_interactions is None:
+      n_trajectories, n_interactions = options.n_trajectories, options.n_interactions
+    stats = self.task.collect(policy, n_trajectories=n_trajectories,
+                              n_interactions=n_interactions,
+                              epoch_id=max(self.epoch, 1) if epoch_id is None else epoch_id,
+                              only_eval=options.only_eval)
+    self.acting = policy.state
+    return stats
+
+  def eval_seed(self, epoch):
+    """Reset seed of the evaluation after `epoch`: a pure function of (seed, epoch)."""
+    return int(np.random.SeedSequence([self.task.seed, 1, epoch]).generate_state(1)[0])
+
+  def episode_returns(self, temperature, epoch=None, n_episodes=None, video_path=None):
+    """Returns of the evaluation episodes after `epoch` at `temperature`.
+
+    Reset seeds and sampling keys are pure functions of (seed, epoch and the
+    temperature's place in eval_temperatures), so evaluating a checkpoint of
+    epoch E again reproduces the returns the run logged for epoch E. With
+    `video_path` the first episode is also recorded there as an mp4.
+    """
+    epoch = self.epoch if epoch is None else epoch
+    n_episodes = n_episodes or self.options.n_eval_episodes
+    temperatures = list(self.options.eval_temperatures)
+    index = temperatures.index(temperature) if temperature in temperatures else len(temperatures)
+    _, key = keys.seed_and_folded(self.task.seed, 1_000_003 * epoch + index)
+    return self.task.evaluate(self.eval_policy(temperature, key), n_episodes,
+                              self.eval_seed(epoch), video_path=video_path)
+
+  def eval_policy(self, temperature, key):
+    """A policy at `temperature` with its own key stream; normaliser statistics frozen."""
+    return self.actor.eval_policy(self.acting_params, ActingState(key, self.acting.model_state),
+                                  temperature,
+                                  self.algorithm.sampling_args(temperature, self.epoch))
+
+  def evaluate(self, epoch=None, n_episodes=None):
+    """Mean eval return per eval temperature, keyed as in metrics.jsonl."""
+    return {metrics_lib.eval_key(t): float(np.mean(self.episode_returns(t, epoch, n_episodes)))
+            for t in self.options.eval_temperatures}
+
+  # -- training ---------------------------------------------------------------------
+
+  def _update_then_metrics(self, state, data):
+    """`update` as (the new state, what the host reads: (results, extra))."""
+    state, results, extra = self.algorithm.update(state, data)
+    return state, (results, extra)
+
+  def epoch_metrics(self, results, extra, start):
+    """The host metrics of `update`'s outputs, read back already.
+
+    Raises NonFiniteLossError on a NaN or infinite loss, weight norm or metric.
+    """
+    metrics = {}
+    prefixes = self.algorithm.metric_prefixes
+    for name, result in results.items():
+      metrics.update(prefix_network_metrics(self.networks[name].results(result, start),
+                                            prefixes.get(name, '')))
+    metrics.update({k: float(v) for k, v in extra.items()})
+    return metrics
+
+  def train_epoch(self):
+    """One epoch of training on the collected data, in one compiled call; returns its metrics."""
+    start = time.perf_counter()
+    state, (results, extra) = self._update(self.train_state,
+                                           self.algorithm.epoch_data(self.epoch))
+    self.train_state = state
+    return self.epoch_metrics(results, extra, start)
+
+  def jax_epoch(self, state, carry, sample_args, epoch, n_steps):
+    """Collect `n_steps` steps of every JAX-native env and train on them, pure.
+
+    The acting function is the one training collection uses on the host; the
+    rollout becomes the stored-trajectory layout (and joins the replay, if the
+    task keeps one) and `update` trains on it, all traced into one program.
+
+    Returns (state, carry, results, extra, (episode_returns, ended), n_segments).
+    """
+    act_fn = functools.partial(self.actor.pure, temperature=1.0, update=True)
+    acting, carry, rollout = self.task.rollout(
+        act_fn, state.nets[self.acting_name]['params'], state.acting, carry, sample_args,
+        n_steps)
+    carry, newest, replay, n_segments = self.task.epoch_slices(carry, rollout)
+    state, results, extra = self.algorithm.update(
+        state._replace(acting=acting), self.algorithm.rollout_data(newest, replay, epoch))
+    return state, carry, results, extra, (rollout.episode_return, rollout.ended), n_segments
+
+  def jax_epoch_inputs(self, ahead=0):
+    """`jax_epoch`'s inputs besides the states for the next epoch (or, with `ahead`, the one
+    that many after it): (sample_args, epoch)."""
+    return self.epoch_args(self.epoch + 1 + ahead)
+
+  def epoch_args(self, epoch):
+    """(sample_args, epoch) of `jax_epoch` for epoch number `epoch`."""
+    return self.algorithm.sampling_args(1.0, epoch), np.int32(epoch)
+
+  @property
+  def jax_epoch_steps(self):
+    """Steps per env of a JAX-native epoch (`jax_epoch`'s static n_steps)."""
+    return self.options.n_interactions // self.task.n_envs
+
+  def collect_and_train(self, outputs=None, start=None):
+    """One epoch on JAX-native envs: one compiled call, then host bookkeeping.
+
+    outputs: `jax_epoch`'s outputs for this learner if already computed, by a
+    call that began at `start` (perf_counter). Returns (collection stats,
+    training metrics) as `collect` and `train_epoch` do on the host.
+    """
+    start = time.perf_counter() if start is None else start
+    if outputs is None:
+      outputs = self.look_ahead.outputs()  # which moves the learner to the epoch's state
+    else:
+      self.train_state, self.task.carry = outputs[0], outputs[1]
+    _, _, results, extra, (returns, ended), n_segments = outputs
+    results, extra, returns, ended, n_segments = jax.device_get(
+        (results, extra, returns, ended, n_segments))
+    # Episodes in the order they ended (step-major, then env), as on the host.
+    episode_returns = [float(r) for r in returns[ended]]
+    n_steps = self.options.n_interactions
+    self.task.record_epoch(n_steps, n_segments, episode_returns)
+    stats = {'episode_returns': episode_returns, 'env_steps': n_steps,
+             'n_trajectories': int(n_segments)}
+    return stats, self.epoch_metrics(results, extra, start)
+
+  def run_epoch(self, outputs=None, started=None):
+    """Collect, train, evaluate: one epoch. Returns its metrics record.
+
+    outputs, started: on JAX-native envs, this learner's outputs of
+    `jax_epoch` when the caller has already run it (rl.seeds runs many seeds'
+    at once), and the perf_counter time that call began.
+    """
+    self.epoch += 1
+    start = time.perf_counter() if started is None else started
+    options = self.options
+    if self.task.jax_native:
+      # Collection and training are one compiled call, timed as training.
+      collected = start
+      stats, train_metrics = self.collect_and_train(outputs, start)
+    else:
+      stats = self.collect(epoch_id=self.epoch)
+      collected = time.perf_counter()
+      train_metrics = {} if options.only_eval else self.train_epoch()
+    trained = time.perf_counter()
+    due = self.epoch % options.eval_every == 0 or self.epoch == self.last_epoch
+    eval_metrics = self.evaluate() if options.n_eval_episodes and due else {}
+    evaluated = time.perf_counter()
+    returns = stats['episode_returns']
+    return {
+        'epoch': self.epoch,
+        'env_steps': self.task.n_interactions,
+        'n_trajectories': self.task.n_trajectories,
+        'train_return': float(np.mean(returns)) if returns else float('nan'),
+        **eval_metrics,
+        **train_metrics,
+        'time_collect': collected - start,
+        'time_train': trained - collected,
+        'time_eval': evaluated - trained,
+        'env_steps_per_second': stats['env_steps'] / max((collected - start) or
+                                                         (trained - start), 1e-9),
+    }

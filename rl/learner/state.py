@@ -1,0 +1,52 @@
+"""The state an epoch reads and writes, and pure helpers that update it."""
+from typing import NamedTuple
+
+import jax
+
+
+class ActingState(NamedTuple):
+  """What acting carries from one env step to the next."""
+  key: jax.Array  # the sampling key
+  model_state: dict  # the acting model's normaliser statistics ({} without one)
+
+
+class TrainState(NamedTuple):
+  """Everything a trainer's epoch reads and writes, as one pytree.
+
+  An algorithm's `update(TrainState, data)` takes one and returns the next;
+  the gymnasium backend calls it once per epoch after collecting on the host,
+  the JAX-native one traces it into the same compiled call as the collection.
+  """
+  nets: dict  # network name -> its training state {'params', 'model_state', 'opt_state', 'step'}
+  train_key: jax.Array  # draws the training batches
+  acting: ActingState  # collection key and normaliser statistics
+  extra: dict  # algorithm-specific arrays, checkpointed (see Algorithm.initial_extra)
+
+
+def fit(network, state, name, data, n_steps, n_chunks=1, n_eval_steps=0, carry=None):
+  """One fused epoch of network `name` (its rl.learner.network_trainer.Trainer `network`), pure.
+
+  Returns (state, EpochResult, carry); the batches are drawn with the state's
+  training key, which moves on.
+  """
+  net, key, carry, result = network.epoch(
+      state.nets[name], data, state.train_key, carry, n_steps=n_steps, n_chunks=n_chunks,
+      n_eval_steps=n_eval_steps)
+  return state._replace(nets={**state.nets, name: net}, train_key=key), result, carry
+
+
+def with_net(state, name, **fields):
+  """`state` with network `name`'s state fields replaced (pure)."""
+  return state._replace(nets={**state.nets, name: dict(state.nets[name], **fields)})
+
+
+def with_acting_statistics(state, name):
+  """`state` where network `name` holds the normaliser statistics the acting model collected with.
+
+  The epoch's data was normalised by the acting model as its statistics stood
+  after collection; a network that normalises the same observations must
+  train on exactly those. A network without a normaliser is left as it is.
+  """
+  if not state.nets[name]['model_state']:
+    return state
+  return with_net(state, name, model_state=state.acting.model_state)

@@ -1,0 +1,165 @@
+"""RLTrainer: the options every trainer takes, and the Learner that runs its epochs.
+
+An algorithm (rl.algorithms) is an RLTrainer whose constructor stores its
+hyperparameters and ends with `build()`; the Learner (rl.learner.learner) then
+asks it, through the small interface of rl.learner.algorithm.Algorithm, which
+networks to train, how to act and how to update them.
+"""
+import warnings
+from typing import NamedTuple
+
+from rl.errors import ConfigError
+from rl.learner import loop as loop_lib
+from rl.learner import state as state_lib
+from rl.learner.checks import check_backend
+from rl.learner.learner import Learner
+
+# The epoch when neither n_trajectories_per_epoch nor n_interactions_per_epoch is
+# set: about 200 CartPole steps at first, enough episodes to normalise returns over.
+DEFAULT_N_TRAJECTORIES_PER_EPOCH = 10
+
+
+class LoopOptions(NamedTuple):
+  """How a trainer's epochs collect and evaluate (RLTrainer's arguments)."""
+  n_trajectories: int | None
+  n_interactions: int | None
+  n_eval_episodes: int
+  eval_temperatures: tuple
+  eval_every: int
+  only_eval: bool
+
+
+class RLTrainer:
+  """Collects with the task, trains, evaluates, logs and checkpoints, epoch by epoch.
+
+  Args:
+    task: the RLTask (passed by the runner, not bindable in gin).
+    n_trajectories_per_epoch: complete trajectories to collect per epoch.
+    n_interactions_per_epoch: env steps to collect per epoch (a multiple of
+      RLTask.n_envs). Give at most one of the two. With neither, an epoch is
+      DEFAULT_N_TRAJECTORIES_PER_EPOCH (10) complete trajectories.
+    n_eval_episodes: greedy evaluation episodes after each epoch's training
+      (0: no evaluation).
+    eval_temperatures: sampling temperatures of the evaluation; 0 is greedy
+      and is logged as eval_return, others as eval_return_temperature_<T>.
+    eval_every: evaluate after every this many epochs (and after the last).
+    only_eval: collect and evaluate without training or storing trajectories.
+    output_dir: the run's folder (passed by the runner).
+    collect_per_epoch: the reference's name of n_trajectories_per_epoch.
+  """
+
+  # {subfolder: metric key prefix}: a network's TensorBoard scalars in a folder of their own.
+  summary_dirs = {}
+  # Network name -> the prefix of its learning_rate, gradients_l2 and steps_per_second.
+  metric_prefixes = {'policy': 'policy_', 'value': 'value_'}
+  # Whether the algorithm's epoch can run on JAX-native envs (it has `rollout_data`).
+  supports_jax_envs = False
+
+  def __init__(self, task, n_trajectories_per_epoch=None, n_interactions_per_epoch=None,
+               n_eval_episodes=0, eval_temperatures=(0.0,), eval_every=1, only_eval=False,
+               output_dir=None, collect_per_epoch=None):
+    check_backend(self, task)
+    if collect_per_epoch is not None:
+      warnings.warn('collect_per_epoch is deprecated; use n_trajectories_per_epoch.',
+                    DeprecationWarning, stacklevel=2)
+      if n_trajectories_per_epoch is not None:
+        raise ConfigError('give n_trajectories_per_epoch or its old alias '
+                          'collect_per_epoch, not both.')
+      n_trajectories_per_epoch = collect_per_epoch
+    if n_trajectories_per_epoch is not None and n_interactions_per_epoch is not None:
+      raise ConfigError(
+          f'{type(self).__name__}: set exactly one of n_trajectories_per_epoch '
+          f'(now {n_trajectories_per_epoch}) and n_interactions_per_epoch '
+          f'(now {n_interactions_per_epoch}).')
+    if n_interactions_per_epoch is None and n_trajectories_per_epoch is None:
+      n_trajectories_per_epoch = DEFAULT_N_TRAJECTORIES_PER_EPOCH
+    if n_interactions_per_epoch is not None and n_interactions_per_epoch % task.n_envs:
+      raise ConfigError(
+          f'n_interactions_per_epoch ({n_interactions_per_epoch}) must be a multiple '
+          f'of RLTask.n_envs ({task.n_envs}).')
+    self.task = task
+    self.output_dir = output_dir
+    self.options = LoopOptions(n_trajectories_per_epoch, n_interactions_per_epoch,
+                               int(n_eval_episodes), tuple(float(t) for t in eval_temperatures),
+                               int(eval_every), only_eval)
+    self._check_jax_native()
+    self.learner = None
+
+  def _check_jax_native(self):
+    """On JAX-native envs: epochs of env steps, no only_eval (else one line)."""
+    if not self.task.jax_native:
+      return
+    name, env = type(self).__name__, self.task.env_name
+    if self.options.n_interactions is None:
+      raise ConfigError(
+          f'{name} on JAX-native envs ({env}) collects a fixed number of env steps per '
+          'epoch inside its compiled epoch: set n_interactions_per_epoch (a multiple of '
+          'RLTask.n_envs) instead of n_trajectories_per_epoch.')
+    if self.options.only_eval:
+      raise ConfigError(f'only_eval is not supported on JAX-native envs ({env}) yet; '
+                        'evaluate a run with rl.evaluate instead.')
+
+  def build(self):
+    """Makes the Learner: the networks and their initial states. The last step of a
+    trainer's constructor, once every hyperparameter is stored."""
+    self.learner = Learner(self.task, self, self.options)
+
+  # -- the Algorithm interface's defaults --------------------------------------------
+
+  def task_needs(self):
+    """What the algorithm needs of the task's storage."""
+    return {'n_replay_epochs': 1}
+
+  def initial_extra(self, networks):
+    """Algorithm-specific arrays carried in the TrainState and checkpointed."""
+    del networks
+    return {}
+
+  def sampling_args(self, temperature, epoch):
+    """Extra traced arguments of the acting distribution's `sample` in `epoch`."""
+    del temperature, epoch
+    return ()
+
+  # -- running ----------------------------------------------------------------------
+
+  @property
+  def epoch(self):
+    return self.learner.epoch
+
+  @property
+  def history(self):
+    return self.learner.history
+
+  def run(self, n_epochs, checkpoint_fn=None, checkpoint_every=10, writer=None, log=None,
+          stop_at_return=None):
+    """Runs epochs until the learner's epoch is `n_epochs` (or the eval return reaches a goal).
+
+    Args:
+      n_epochs: the total number of epochs (not the number still to run).
+      checkpoint_fn: called after an epoch that should be checkpointed.
+      checkpoint_every: checkpoint every this many epochs, and after the last.
+      writer: a MetricsWriter for each epoch's record.
+      log: a function taking the console line.
+      stop_at_return: stop (after checkpointing) once the greedy eval return
+        reaches this; a run that already reached it does nothing more.
+    """
+    loop_lib.run(loop_lib.EpochLoop(self.learner, n_epochs, checkpoint_fn, checkpoint_every,
+                                    writer, log, stop_at_return))
+
+  def fit(self, state, name, data, n_steps, n_chunks=1, n_eval_steps=0, carry=None):
+    """One fused epoch of network `name` inside `update`, pure (rl.learner.state.fit)."""
+    return state_lib.fit(self.learner.networks[name], state, name, data, n_steps, n_chunks,
+                         n_eval_steps, carry)
+
+  def evaluate(self, epoch=None, n_episodes=None):
+    """Mean eval return per eval temperature, keyed as in metrics.jsonl."""
+    return self.learner.evaluate(epoch, n_episodes)
+
+  def state_dict(self):
+    return self.learner.state_dict()
+
+  def load_state_dict(self, arrays, meta):
+    self.learner.load_state_dict(arrays, meta)
+
+  def close(self):
+    self.learner.close()

@@ -1,0 +1,56 @@
+"""The MLP body: Dense layers on flattened observations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import flax.linen as nn
+import gin
+import jax
+import jax.numpy as jnp
+
+from rl.nets.activations import resolve_activation
+from rl.nets.initializers import HIDDEN_KERNEL_INIT
+
+
+class MLPModule(nn.Module):
+  """Dense + activation per width; [B, L, *obs_shape] -> [B, L, features].
+
+  With `flatten`, the trailing observation dims are flattened first (a
+  scalar observation [B, L] becomes [B, L, 1]); without it, Dense layers act
+  on the last axis only. With no widths the module is (flatten and) identity.
+  """
+
+  layer_widths: Sequence[int] = (64, 64)
+  activation_fn: str | Callable = 'relu'
+  out_activation: bool = True
+  flatten: bool = True
+
+  @nn.compact
+  def __call__(self, x: jax.Array) -> jax.Array:
+    activation = resolve_activation(self.activation_fn)
+    if self.flatten:
+      if x.ndim < 2:
+        raise ValueError(
+            f'MLP expects inputs [B, L, *obs_shape]; got shape {x.shape}.')
+      x = jnp.reshape(x, x.shape[:2] + (-1,))
+    n = len(self.layer_widths)
+    for i, width in enumerate(self.layer_widths):
+      x = nn.Dense(int(width), kernel_init=HIDDEN_KERNEL_INIT,
+                   bias_init=nn.initializers.zeros, name=f'dense_{i}')(x)
+      if i < n - 1 or self.out_activation:
+        x = activation(x)
+    return x
+
+
+@gin.configurable
+def MLP(layer_widths: Sequence[int] = (64, 64),
+        activation_fn: str | Callable = 'relu',
+        out_activation: bool = True,
+        flatten: bool = True) -> MLPModule:
+  """Builds an MLP body (see `MLPModule`)."""
+  # Tuples keep the module hashable/comparable (gin may hand over lists).
+  return MLPModule(layer_widths=tuple(int(w) for w in layer_widths),
+                   activation_fn=activation_fn,
+                   out_activation=out_activation,
+                   flatten=flatten)

@@ -1,0 +1,36 @@
+"""Tests for rl.nets.mlp: flattening, widths and activations of the MLP body."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from net_helpers import init
+from rl.errors import ConfigError
+from rl.nets.mlp import MLP
+
+pytestmark = pytest.mark.usefixtures('fast_compilation')
+
+
+def test_mlp_flatten_and_widths():
+  x = jnp.ones((2, 5, 1, 3))  # [B, L, 1, 3]
+  flat = MLP(layer_widths=(64, 64))
+  assert flat.apply(init(flat, obs=x), x).shape == (2, 5, 64)
+  no_flat = MLP(layer_widths=(64,), flatten=False)
+  assert no_flat.apply(init(no_flat, obs=x), x).shape == (2, 5, 1, 64)
+  scalar_obs = jnp.ones((2, 5))  # scalar observations flatten to one feature
+  flatten_only = MLP(layer_widths=())
+  assert flatten_only.apply({}, scalar_obs).shape == (2, 5, 1)
+
+
+def test_mlp_activation_names_and_out_activation():
+  x = jnp.asarray(np.random.default_rng(0).normal(size=(4, 1, 3)), jnp.float32)
+  relu_out = MLP(layer_widths=(64,), activation_fn='relu', out_activation=True)
+  variables = init(relu_out, obs=x)
+  y = relu_out.apply(variables, x)
+  assert jnp.all(y >= 0) and jnp.any(y > 0)
+  linear_out = MLP(layer_widths=(64,), activation_fn='relu', out_activation=False)
+  assert jnp.any(linear_out.apply(variables, x) < 0)
+  tanh_out = MLP(layer_widths=(64,), activation_fn=jnp.tanh)  # a callable
+  assert jnp.all(jnp.abs(tanh_out.apply(variables, 10 * x)) <= 1)
+  with pytest.raises(ConfigError, match='activation_fn'):
+    init(MLP(activation_fn='nope'), obs=x)
