@@ -32,7 +32,7 @@ from rl.ops import distributions  # noqa: E402
 from rl.envs import registry as envs_lib  # noqa: E402
 from rl import keys  # noqa: E402
 from rl.nets import models  # noqa: E402
-from rl.envs.gym_task import RLTask  # noqa: E402
+from rl.envs.task import RLTask  # noqa: E402
 from rl.algorithms.actor_critic import A2C  # noqa: E402
 
 

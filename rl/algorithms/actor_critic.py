@@ -197,7 +197,7 @@ class ActorCriticTrainer(PolicyTrainer):
     self._adv_factor = advantage_normalization_factor
     self._value_scale = 1.0 / (1.0 - task.gamma) if scale_value_targets else 1.0
     self._estimator = advantage_estimator(gamma=task.gamma, margin=self._margin)
-    task.set_n_replay_epochs(n_replay_epochs)
+    self.n_replay_epochs = int(n_replay_epochs)
     self._value_model_factory = value_model or models.Value
     self._value_optimizer = value_optimizer
     self._value_lr_schedule = value_lr_schedule

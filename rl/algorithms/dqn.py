@@ -224,7 +224,7 @@ class ValueAgent(RLTrainer):
       raise ConfigError(f'{name}.max_slice_length must be >= 1, got {max_slice_length}.')
     if int(n_replay_epochs) < 1:
       raise ConfigError(f'{name}.n_replay_epochs must be >= 1, got {n_replay_epochs}.')
-    task.set_n_replay_epochs(n_replay_epochs)
+    self.n_replay_epochs = int(n_replay_epochs)
     self._n_actions = int(space.n)
     self._value_body = value_body
     self._value_optimizer = value_optimizer

@@ -31,7 +31,7 @@ from rl.algorithms import batches
 from rl.ops import losses
 from rl.algorithms.actor_critic import row_values
 from rl.algorithms.actor_critic import windowed_advantages
-from rl.envs.gym_task import Batch
+from rl.data.trajectories import Batch
 from rl.learner.base import RLTrainer
 from rl.learner.base import check_divisible
 from rl.learner.base import check_estimator_margin
@@ -101,7 +101,7 @@ class ActorCriticJointTrainer(RLTrainer):
     if advantage_estimator is advantages_lib.monte_carlo:
       check_whole_episodes(self, task, dict(kwargs, n_trajectories_per_epoch=n_trajectories_per_epoch),
                            'use a bootstrapping estimator (@gae with added_policy_slice_length >= 1)')
-    task.set_n_replay_epochs(n_replay_epochs)
+    self.n_replay_epochs = int(n_replay_epochs)
     self._joint_model_factory = joint_model or models.PolicyAndValue
     self._optimizer = optimizer
     self._lr_schedule = lr_schedule

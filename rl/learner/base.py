@@ -27,6 +27,7 @@ from rl import compiler
 from rl import keys
 from rl import metrics as metrics_lib
 from rl.data import packing
+from rl.envs.task import TaskNeeds
 from rl.learner import network_trainer as supervised
 from rl.errors import ConfigError
 
@@ -211,11 +212,9 @@ class _BuiltAfterConfiguration(type):
   def __call__(cls, *args, **kwargs):
     trainer = super().__call__(*args, **kwargs)
     trainer.check_jax_native()
-    trainer.reserve_replay()
     trainer.build_networks()
     trainer.initialize_networks()
-    if trainer.task.jax_native:
-      trainer.task.reserve_replay(trainer.jax_epoch_steps)
+    trainer.task.build_storage(trainer.task_needs())
     return trainer
 
 
@@ -251,6 +250,8 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
   """
 
   summary_dirs = {}
+  # Epochs of trajectories the task keeps (TaskNeeds); replaying trainers set their own.
+  n_replay_epochs = 1
   # Whether the trainer's epoch can run on JAX-native envs (rl.envs.jax_task):
   # it needs `rollout_data`.
   supports_jax_envs = False
@@ -322,20 +323,23 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
       raise ConfigError(f'only_eval is not supported on JAX-native envs ({env}) yet; '
                         'evaluate a run with rl.evaluate instead.')
 
-  def reserve_replay(self):
-    """Reserves a replay's final size in the task's device buffers, before training.
+  def task_needs(self):
+    """What the task must store for this trainer (rl.envs.task.TaskNeeds).
 
-    A buffer of n_replay_epochs > 1 epochs of n_interactions_per_epoch steps
+    A replay of n_replay_epochs > 1 epochs of n_interactions_per_epoch steps
     ends up with n_replay_epochs * n_interactions_per_epoch steps (plus
     final-observation rows, which the capacity bucket's rounding covers).
     Reserved from the start, the training epoch compiles once for it rather
     than at every capacity bucket the filling buffer would pass.
     """
-    if self._n_interactions is None or self.task.n_replay_epochs < 2:
-      return
-    rows = self.task.n_replay_epochs * self._n_interactions
-    if rows <= self.MAX_RESERVED_ROWS:
-      self.task.reserve_rows(rows)
+    rows = 0
+    if self._n_interactions is not None and self.n_replay_epochs > 1:
+      rows = self.n_replay_epochs * self._n_interactions
+      rows = rows if rows <= self.MAX_RESERVED_ROWS else 0
+    return TaskNeeds(
+        n_replay_epochs=self.n_replay_epochs, dist_inputs_size=self._act_dist.n_inputs,
+        reserved_rows=rows,
+        steps_per_epoch=self.jax_epoch_steps if self.task.jax_native else None)
 
   def build_networks(self):
     """Makes the networks and their supervised trainers; ends with set_acting_model.
@@ -372,7 +376,6 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     """
     self._act_dist = dist
     self._acting_trainer = trainer
-    self.task.set_dist_inputs_size(dist.n_inputs)
     pure = functools.partial(act, trainer.spec.apply_fn, dist, output_fn)
     self._act_pure = pure
     self._eval_acts = {}
@@ -420,6 +423,8 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
 
   def collect_initial(self):
     """Collects the task's random initial trajectories (epoch 0), if it has any."""
+    if self.task.jax_native:
+      return  # JAX-native tasks collect inside the epoch and refuse initial trajectories
     policy = self.random_policy()
     self.task.collect_initial(policy)
     if isinstance(policy, HostPolicy):
