@@ -346,3 +346,36 @@ def test_cartpole_evaluates_on_its_own_vectorised_env_and_trains_on_copies():
   np.testing.assert_array_equal(first, task.evaluate(policy, n_episodes=4, reset_seed=7))
   assert len(set(first.tolist())) > 1 and all(8 <= r <= 500 for r in first)
   assert isinstance(task._eval_envs[4].unwrapped, CartPoleVectorEnv)  # pylint: disable=protected-access
+
+
+def test_the_env_modules_import_no_cycle_and_nothing_above_them():
+  """rl.envs and rl.data import each other one way only, and nothing of the learner's."""
+  import ast  # pylint: disable=import-outside-toplevel
+  import pathlib  # pylint: disable=import-outside-toplevel
+  root = pathlib.Path(task_lib.__file__).parents[2]
+  graph = {}
+  for package in ('envs', 'data'):
+    for path in (root / 'rl' / package).glob('*.py'):
+      imported = set()
+      for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith('rl'):
+          imported |= {f'{node.module}.{a.name}' for a in node.names} | {node.module}
+        elif isinstance(node, ast.Import):
+          imported |= {a.name for a in node.names if a.name.startswith('rl')}
+      graph[f'rl.{package}.{path.stem}'] = imported
+  higher = ('rl.learner', 'rl.algorithms', 'rl.run', 'rl.seeds', 'rl.evaluate')
+  assert {m: sorted(i for i in imports if i.startswith(higher))
+          for m, imports in graph.items() if any(i.startswith(higher) for i in imports)} == {}
+  edges = {m: {i for i in imports if i in graph} for m, imports in graph.items()}
+  done, path = set(), []
+
+  def visit(module):
+    assert module not in path, f'import cycle: {path[path.index(module):] + [module]}'
+    if module not in done:
+      path.append(module)
+      for other in edges[module]:
+        visit(other)
+      path.pop()
+      done.add(module)
+  for module in edges:
+    visit(module)

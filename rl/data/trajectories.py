@@ -249,7 +249,7 @@ class Trajectories:
     seg.obs[seg.step % seg.size] = self.frame(next_obs)
 
   def flush(self, j, final_obs, terminated, next_obs):
-    """Env j's running segment as a trajectory (a dict of rows); its next one starts at `next_obs`."""
+    """Env j's running segment as a trajectory (a dict of rows); its next starts at `next_obs`."""
     seg = self.segments
     rows = seg.rows(j)
     steps = len(rows) - 1

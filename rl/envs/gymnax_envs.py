@@ -11,9 +11,9 @@ task that uses these functions).
 The layout of a rollout of T steps of N envs: each env's strip of T steps is
 cut into segments at the episode ends (and at the strip's end), and every
 segment becomes a stored trajectory of its steps plus one final-observation
-row, exactly as RLTask stores them: `done` is the termination only, so a
-truncated episode and a segment cut at the epoch's end bootstrap from their
-final observation.
+row, exactly as the gymnasium task stores them (rl.data.trajectories): `done`
+is the termination only, so a truncated episode and a segment cut at the
+epoch's end bootstrap from their final observation.
 """
 import difflib
 import importlib
@@ -193,7 +193,7 @@ def rollout_capacity(n_steps, n_envs):
 
 
 def rollout_slices(rollout_data, gamma):
-  """The Rollout as a SliceData of its segments, laid out as RLTask stores them (pure).
+  """The Rollout as a SliceData of its segments, laid out as the host's stored epochs (pure).
 
   Returns (SliceData, n_segments).
   """

@@ -479,7 +479,7 @@ class RLTrainer(metaclass=_BuiltAfterConfiguration):
     temperature's place in eval_temperatures), so evaluating a checkpoint of
     epoch E again reproduces the returns the run logged for epoch E.
     With `video_path` the first episode is also recorded there as an mp4
-    (see RLTask.evaluate); the returns are the same.
+    (see GymTask.evaluate); the returns are the same.
     """
     epoch = self.epoch if epoch is None else epoch
     n_episodes = n_episodes or self._n_eval_episodes
