@@ -57,7 +57,7 @@ from rl.metrics import MetricsWriter
 from rl.metrics import format_return
 from rl.optim import lr_schedules  # pylint: disable=unused-import
 from rl.optim import optimizers  # pylint: disable=unused-import
-from rl.envs.gym_task import RLTask
+from rl.envs.task import RLTask
 
 FLAGS = flags.FLAGS
 flags.DEFINE_multi_string('config_file', [], 'Gin config files, parsed in order.')

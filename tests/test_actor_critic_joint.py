@@ -12,8 +12,8 @@ from rl import run as run_lib
 from rl.errors import ConfigError
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
-from rl.envs.gym_task import Batch
-from rl.envs.gym_task import RLTask
+from rl.data.trajectories import Batch
+from rl.envs.task import RLTask
 from rl.algorithms.joint import A2CJoint
 from rl.algorithms.joint import AWRJoint
 from rl.algorithms.joint import PPOJoint

@@ -132,7 +132,7 @@ class ValueAgent(RLTrainer):
       raise ConfigError(f'{name}.max_slice_length must be >= 1, got {max_slice_length}.')
     if int(n_replay_epochs) < 1:
       raise ConfigError(f'{name}.n_replay_epochs must be >= 1, got {n_replay_epochs}.')
-    self._n_replay_epochs = int(n_replay_epochs)
+    self.n_replay_epochs = int(n_replay_epochs)
     self._n_actions = int(space.n)
     self._value_body = value_body
     self._value_optimizer = value_optimizer
@@ -160,8 +160,6 @@ class ValueAgent(RLTrainer):
     """The TD targets' estimator; DQN's (a ValueAgent has none of its own)."""
     del task, kwargs
 
-  def task_needs(self):
-    return {'n_replay_epochs': self._n_replay_epochs}
 
   def build_networks(self):
     quality_kwargs = {'n_actions': self._n_actions}
