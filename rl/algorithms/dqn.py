@@ -308,9 +308,8 @@ class DQN(ValueAgent):
     bootstrap_row = getattr(self._estimator, 'bootstrap_row', None)
     if bootstrap_row is not None:
       # n-step (and Monte-Carlo) targets read the values of two rows of a
-      # slice: its first and the one they bootstrap from. The networks run
-      # on those two rows instead of all n + 1 (dqn_cartpole's 7: its epoch
-      # trains about 30% faster), and the targets stay the same bit for bit.
+      # slice: its first and the one they bootstrap from, so the networks run
+      # on those two rows only; the targets are those of all n + 1 rows.
       rows = bootstrap_row(fields['done'], fields['mask'])[:, 0]
       obs = jnp.stack([obs[:, 0], take_rows(obs, rows)], axis=1)
     q_target = self._q_values(target_variables, obs)

@@ -61,9 +61,8 @@ class _DeferredModule(types.ModuleType):
 
 
 # Modules gymnax imports at its import for rendering only (several of its envs
-# draw frames with them): importing them costs about 2.5 s of every run's
-# start-up (seaborn brings scipy.stats and pandas); deferred, they load only
-# if something draws.
+# draw frames with them). Seaborn brings scipy.stats and pandas, seconds of
+# start-up, so they load only if something draws.
 _RENDERING_MODULES = ('seaborn', 'matplotlib.pyplot')
 
 
