@@ -44,7 +44,7 @@ from rl.ops import losses
 
 
 class ActorCriticJointTrainer(RLTrainer):
-  """Trains a PolicyAndValue model with one supervised Trainer.
+  """Trains a PolicyAndValue model: one network, one loss, one optimizer.
 
   Args:
     task: the RLTask.
