@@ -4,7 +4,7 @@ Three loops run at the same number of envs, in one process:
   raw:     the vector env RLTask builds, stepped with pre-drawn random actions;
   floor:   the same env plus one jitted batched policy call per vector step,
            with the outputs converted to numpy (the least this design can cost);
-  collect: RLTask.collect driven by a real A2C's
+  collect: GymTask.collect driven by a real A2C's
            collect_policy().
 collect/floor says how much the task's own bookkeeping costs on top of the
 floor; floor/raw says how much the policy call costs on top of the env.
@@ -33,7 +33,7 @@ from rl.envs import registry as envs_lib  # noqa: E402
 from rl import keys  # noqa: E402
 from rl.nets import heads  # noqa: E402
 from rl.nets.variables import init_variables  # noqa: E402
-from rl.envs.gym_task import RLTask  # noqa: E402
+from rl.envs.task import RLTask  # noqa: E402
 from rl.algorithms.actor_critic import A2C  # noqa: E402
 
 
@@ -49,7 +49,7 @@ def _parse_args():
   if args.n_envs < 1 or args.repeats < 1:
     parser.error('--n_envs and --repeats must be >= 1')
   if args.steps < args.n_envs or args.steps % args.n_envs:
-    # RLTask.collect rejects other counts, and all three loops must do the
+    # GymTask.collect rejects other counts, and all three loops must do the
     # same work for the ratios to mean anything.
     parser.error(f'--steps ({args.steps}) must be a positive multiple of '
                  f'--n_envs ({args.n_envs})')

@@ -26,7 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 from rl.data import slices  # noqa: E402
-from rl.envs.gym_task import RLTask  # noqa: E402
+from rl.envs.task import RLTask  # noqa: E402
+from rl.envs.task import TaskNeeds  # noqa: E402
 
 ENV = 'ALE/Pong-v5'
 N_STACKED = 4
@@ -82,10 +83,10 @@ def gb(n_bytes):
 def main():
   args = _parse_args()
   task = RLTask(env=ENV, n_envs=args.n_envs, atari_preprocessing=True,
-                num_stacked_frames=N_STACKED, n_replay_epochs=args.steps // args.steps_per_epoch,
-                seed=0)
+                num_stacked_frames=N_STACKED, seed=0)
   # What DQN stores per step: its Q-values as the acting distribution's inputs.
-  task.set_dist_inputs_size(int(task.action_space.n))
+  task.build_storage(TaskNeeds(n_replay_epochs=args.steps // args.steps_per_epoch,
+                               dist_inputs_size=int(task.action_space.n)))
   for epoch in range(1, args.steps // args.steps_per_epoch + 1):
     task.collect(task.random_policy, n_interactions=args.steps_per_epoch, epoch_id=epoch)
   epochs = [task.epochs[k] for k in sorted(task.epochs)]

@@ -358,7 +358,7 @@ def build_runner(args, trainer_name='PPOJoint', template=RUNNER_CONFIG):
   """
   import gin  # pylint: disable=import-outside-toplevel
   from rl import run  # pylint: disable=import-outside-toplevel,unused-import  (gin names)
-  from rl.envs.gym_task import RLTask  # pylint: disable=import-outside-toplevel
+  from rl.envs.task import RLTask  # pylint: disable=import-outside-toplevel
   from rl import algorithms as trainers  # pylint: disable=import-outside-toplevel
   gin.clear_config()
   gin.parse_config(runner_config(HPARAMS, template))

@@ -35,7 +35,7 @@ from rl import compiler  # noqa: E402
 from rl import cpu_dispatch  # noqa: E402
 from rl import keys as rl_keys  # noqa: E402
 from rl import run as run_lib  # noqa: E402,F401  (registers the configurables)
-from rl.envs.gym_task import RLTask  # noqa: E402
+from rl.envs.task import RLTask  # noqa: E402
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           'configs')

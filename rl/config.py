@@ -21,7 +21,7 @@ import gin
 from rl import algorithms  # pylint: disable=unused-import
 from rl import compiler  # pylint: disable=unused-import
 from rl import configurables
-from rl.envs import gym_task  # pylint: disable=unused-import
+from rl.envs import task  # pylint: disable=unused-import
 from rl.errors import ConfigError
 from rl.errors import OutputDirError
 from rl.errors import UserError

@@ -40,7 +40,7 @@ from rl.envs.registry import VIDEO_INSTALL_HINT
 from rl.errors import ConfigError
 from rl.errors import OutputDirError
 from rl.errors import UserError
-from rl.envs.gym_task import RLTask
+from rl.envs.task import RLTask
 
 FLAGS = flags.FLAGS
 # --output_dir and --compilation_cache_dir are rl.run's flags (imported

@@ -25,7 +25,7 @@ from rl import cpu_dispatch
 from rl import run_folder
 from rl.data.checkpoints import Checkpointer
 from rl.envs import gymnax_envs as jax_envs
-from rl.envs.gym_task import RLTask
+from rl.envs.task import RLTask
 from rl.errors import ConfigError
 from rl.errors import Interrupted
 from rl.errors import NonFiniteLossError

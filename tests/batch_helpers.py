@@ -2,7 +2,7 @@
 
 The trainers draw their batches on the device inside the compiled epoch
 (rl.learner.network_trainer.fused_epoch) with the pure functions of the network's
-supervised Trainer: `prepare_fn(data, key, carry) -> data` (where a trainer
+network Trainer: `prepare_fn(data, key, carry) -> data` (where a trainer
 has one, e.g. per-row advantages) and its DeviceBatches: `draw(data, key)`,
 `take(data, drawn)` and `make(data, rows, key, carry, variables) -> batch`. These helpers call the same functions once, jitted, with a fixed
 key (so a test's batch is repeatable), and bring the batch back to the host.
@@ -12,8 +12,8 @@ import jax
 
 def draw(trainer, name, data, carry, seed=0):
   """One batch of network `name` ('value', 'policy', 'joint') from `data` and `carry`."""
-  supervised = trainer.learner.networks[name]
-  spec = supervised.spec
+  network = trainer.learner.networks[name]
+  spec = network.spec
   prepare_fn = getattr(spec, 'prepare_fn', None)
 
   def batch(data, key, carry, variables):
@@ -25,7 +25,7 @@ def draw(trainer, name, data, carry, seed=0):
     return batches.make(data, rows, key, carry, variables)
 
   return jax.device_get(jax.jit(batch)(data, jax.random.PRNGKey(seed), carry,
-                                       supervised.variables))
+                                       network.variables))
 
 
 def value_batch(trainer, seed=0, target=None):

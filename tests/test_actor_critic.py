@@ -21,7 +21,7 @@ from rl import experiment as run_lib
 from rl.errors import ConfigError
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
-from rl.envs.gym_task import RLTask
+from rl.envs.task import RLTask
 from rl.algorithms import A2C
 from rl.algorithms import AWR
 from rl.algorithms import PPO

@@ -6,14 +6,15 @@ import jax
 import numpy as np
 import pytest
 
+from network_helpers import evaluate
 from rl.ops import advantages
 from rl.data import slices
 from rl import experiment as run_lib
 from rl.errors import ConfigError
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
-from rl.envs.gym_task import Batch
-from rl.envs.gym_task import RLTask
+from rl.data.trajectories import Batch
+from rl.envs.task import RLTask
 from rl.algorithms.joint import A2CJoint
 from rl.algorithms.joint import AWRJoint
 from rl.algorithms.joint import PPOJoint
@@ -53,7 +54,7 @@ def hand_batch():
 def test_ppo_joint_metrics_by_hand():
   trainer = PPOJoint(chain_task(), max_slice_length=2, value_loss_coeff=0.5,
                      entropy_coeff=0.1, epsilon=0.2, **SMALL)
-  metrics = zero_weights(trainer).evaluate(hand_batch())
+  metrics = evaluate(zero_weights(trainer), hand_batch())
   # monte_carlo with V = 0: A = R on the real steps (3, 1, -1): mean 1, norm sqrt(11).
   assert metrics['advantage_mean'] == pytest.approx(1.0)
   assert metrics['advantage_norm'] == pytest.approx(math.sqrt(11))
@@ -77,7 +78,7 @@ def test_ppo_joint_metrics_by_hand():
 def test_a2c_joint_metrics_by_hand():
   trainer = A2CJoint(chain_task(), max_slice_length=2, value_loss_coeff=1.0,
                      entropy_coeff=0.0, **SMALL)
-  metrics = zero_weights(trainer).evaluate(hand_batch())
+  metrics = evaluate(zero_weights(trainer), hand_batch())
   assert set(metrics) >= {'joint_loss', 'entropy_loss', 'advantage_mean', 'value_loss'}
   assert metrics['entropy_loss'] == 0.0
   # -mean(log(1/2) * A_normalised) = 0 (normalised A has mean 0) + 11 / 3.
@@ -93,8 +94,8 @@ def test_an_all_padding_row_changes_nothing():
   padded = Batch(*(np.concatenate([x, np.zeros_like(x[:1]) + g])
                    for x, g in zip(batch, garbage)))
   # The extra row holds garbage everywhere but its mask is 0.
-  assert joint.evaluate(padded)['joint_loss'] == pytest.approx(
-      joint.evaluate(batch)['joint_loss'], rel=1e-6)
+  assert evaluate(joint, padded)['joint_loss'] == pytest.approx(
+      evaluate(joint, batch)['joint_loss'], rel=1e-6)
 
 
 @pytest.mark.parametrize('cls', [PPOJoint, A2CJoint, AWRJoint])
@@ -176,7 +177,7 @@ def test_per_chunk_advantages_and_targets_by_hand():
       advantage=np.array([[2.0], [3.5], [3.0]], np.float32),
       value_target=np.array([[2.0], [3.5], [3.0]], np.float32),
       dist_inputs=np.zeros((3, 1, 2), np.float32), mask=np.ones((3, 1), np.float32))
-  metrics = joint.evaluate(batch)
+  metrics = evaluate(joint, batch)
   assert metrics['advantage_mean'] == pytest.approx(8.5 / 3, rel=1e-6)
   # value_loss_coeff (0.1) * mean((0 - target)^2) = 0.1 * (4 + 12.25 + 9) / 3.
   assert metrics['value_loss'] == pytest.approx(0.1 * 25.25 / 3, rel=1e-6)

@@ -45,7 +45,7 @@ _atari_body = functools.partial(AtariCnnBody, kernel_initializer='atari_conv')
 
 
 def _init(model, obs):
-  # One compiled program, as the supervised Trainer initialises its model;
+  # One compiled program, as the network Trainer initialises its model;
   # op-by-op initialisation compiles every conv and initialiser apart.
   return jax.jit(model.init)(jax.random.key(0), obs)
 

@@ -17,7 +17,8 @@ import pytest
 from rl.envs import registry as envs_lib
 from rl.data import slices
 from rl.errors import ConfigError
-from rl.envs.gym_task import RLTask
+from rl.envs.task import RLTask
+from task_helpers import built_task
 from run_helpers import ROOT
 
 
@@ -111,7 +112,7 @@ def test_stacking_needs_observations_with_an_axis():
 
 
 def test_stacked_vector_observations_are_the_last_frames_in_order():
-  task = RLTask(env='CartPole-v1', n_envs=2, num_stacked_frames=3, seed=1)
+  task = built_task(env='CartPole-v1', n_envs=2, num_stacked_frames=3, seed=1)
   assert task.observation_space.shape == (12,)
   assert task.frame_observation_space.shape == (4,)
   task.collect(random_policy(task), n_interactions=6)
@@ -127,7 +128,7 @@ def test_minatar_registers_builds_and_collects_through_rltask(monkeypatch):
   # function of minatar.gym; gymnasium 1.x calls no plugins itself).
   for key in [k for k, spec in gym.registry.items() if spec.namespace == 'MinAtar']:
     monkeypatch.delitem(gym.registry, key)
-  task = RLTask(env='MinAtar/Breakout-v1', n_envs=2, num_stacked_frames=2)
+  task = built_task(env='MinAtar/Breakout-v1', n_envs=2, num_stacked_frames=2)
   assert task.observation_space.shape == (10, 10, 8)
   assert task.frame_observation_space.shape == (10, 10, 4)
   stats = task.collect(random_policy(task), n_interactions=20)
@@ -138,13 +139,13 @@ def test_minatar_registers_builds_and_collects_through_rltask(monkeypatch):
 
 
 def test_box2d_builds_and_resumes_by_reset():
-  task = RLTask(env='LunarLander-v3', n_envs=2)
+  task = built_task(env='LunarLander-v3', n_envs=2)
   assert task.observation_space.shape == (8,)
   task.collect(random_policy(task), n_interactions=20)
   # Box2D's world cannot be saved (its pickle is a new env): resumed by a reset.
   arrays, meta = task.state_dict()
   assert 'env_state' not in arrays
-  resumed = RLTask(env='LunarLander-v3', n_envs=2)
+  resumed = built_task(env='LunarLander-v3', n_envs=2)
   resumed.load_state_dict(arrays, meta)
   assert 'not bit-exact' in resumed.resume_warning
   task.close()
@@ -153,7 +154,7 @@ def test_box2d_builds_and_resumes_by_reset():
 
 def test_mujoco_builds_and_resumes_exactly():
   def fresh():
-    return RLTask(env='HalfCheetah-v5', n_envs=2, seed=4)
+    return built_task(env='HalfCheetah-v5', n_envs=2, seed=4)
   task = fresh()
   assert task.observation_space.shape == (17,) and task.action_space.shape == (6,)
   task.collect(random_policy(task), n_interactions=40)

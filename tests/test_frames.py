@@ -22,7 +22,8 @@ from rl.data import slices
 from rl.data.checkpoints import Checkpointer
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
-from rl.envs.gym_task import RLTask
+from rl.envs.task import RLTask
+from task_helpers import built_task
 from rl.algorithms import row_advantages
 from rl.algorithms.actor_critic import A2C
 from run_helpers import ROOT
@@ -44,7 +45,7 @@ def random_policy(task, seed=0):
 def rebuilt(task, epochs=None):
   """(EpochData, every stored row's observation rebuilt on the device, the SliceData)."""
   data = task.slice_data(epochs)
-  stored = task._selected(epochs)  # pylint: disable=protected-access
+  stored = task.storage.selected(epochs)
   obs = np.asarray(jax.jit(slices.observations)(data))[:len(stored.rows['mask'])]
   return stored, obs, data
 
@@ -76,8 +77,8 @@ def chain_stack(t, n=4):
 
 @pytest.mark.parametrize('max_steps', [None, 4])
 def test_chain_stacks_are_rebuilt_across_epochs_cuts_and_episode_ends(max_steps):
-  task = RLTask(env='rl_test/Chain-v0', env_kwargs={'length': 11}, n_envs=2,
-                num_stacked_frames=4, max_steps=max_steps, n_replay_epochs=5, seed=0)
+  task = built_task(env='rl_test/Chain-v0', env_kwargs={'length': 11}, n_envs=2,
+                    num_stacked_frames=4, max_steps=max_steps, n_replay_epochs=5, seed=0)
   for epoch in range(1, 6):  # 7 steps an env each: episodes of 11 span epochs
     task.collect(random_policy(task), n_interactions=14, epoch_id=epoch)
   stored, obs, data = rebuilt(task)
@@ -141,7 +142,7 @@ class Recorder(gym.vector.VectorWrapper):
 
 
 def recorded_task(n_epochs, steps_per_env, **kwargs):
-  task = RLTask(n_envs=2, num_stacked_frames=4, n_replay_epochs=n_epochs, seed=1, **kwargs)
+  task = built_task(n_envs=2, num_stacked_frames=4, n_replay_epochs=n_epochs, seed=1, **kwargs)
   task._ensure_started()  # pylint: disable=protected-access
   recorder = Recorder(task._env, task._obs)  # pylint: disable=protected-access
   task._env = recorder  # pylint: disable=protected-access
@@ -184,7 +185,7 @@ def test_pong_stacks_are_rebuilt_as_the_env_returned_them():
   task, episodes = recorded_task(3, 20, env='ALE/Pong-v5', atari_preprocessing=True,
                                  time_limit=30)
   assert task.observation_space.shape == (84, 84, 4)
-  stored = task._selected(None)  # pylint: disable=protected-access
+  stored = task.storage.selected(None)
   assert stored.rows['observation'].shape[1:] == (84, 84, 1)
   assert_rows_are_what_the_env_returned(task, episodes)
   task.close()

@@ -15,7 +15,7 @@ from rl.data import slices
 from rl.errors import ConfigError
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
-from rl.envs.gym_task import RLTask
+from rl.envs.task import RLTask
 from rl.algorithms import A2C
 from rl.algorithms import DQN
 from rl.algorithms import PPO

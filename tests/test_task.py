@@ -1,14 +1,23 @@
-"""RLTask: collection counts, stored rows, truncation, replay, slices, resume state."""
+"""RLTask: the backends, the storage the trainer declares, collection counts, stored rows,
+truncation, replay, slices, resume state."""
 import threading
 
+import gin
 import gymnasium as gym
 import numpy as np
 import pytest
 from conftest import ChainEnv
 
+from rl import run as run_lib
 from rl.envs import registry as envs_lib
+from rl.envs import task as task_lib
+from rl.envs.gym_task import GymTask
+from rl.envs.jax_task import JaxTask
 from rl.errors import ConfigError
-from rl.envs.gym_task import RLTask
+from rl.envs.task import RLTask
+from rl.envs.task import TaskNeeds
+from task_helpers import built_task
+from task_helpers import sample_batch
 
 
 def constant_policy(action=0, k=1):
@@ -21,13 +30,64 @@ def constant_policy(action=0, k=1):
 def chain_task(**kwargs):
   args = dict(env='rl_test/Chain-v0', n_envs=2, gamma=0.5, seed=0)
   args.update(kwargs)
-  return RLTask(**args)
+  return built_task(**args)
 
 
 def trajectories(data):
   for start, rows in zip(data.traj_start, data.traj_rows):
     yield {k: v[start:start + rows] for k, v in data.rows.items()}
 
+
+# -- the backends and the storage the trainer declares ------------------------------------
+
+def test_the_env_id_picks_the_backend_and_both_implement_the_task_interface():
+  pytest.importorskip('gymnax')
+  members = [name for name in dir(task_lib.Task) if not name.startswith('_')]
+  members += list(task_lib.Task.__annotations__)
+  for env, backend in (('CartPole-v1', GymTask), ('gymnax:CartPole-v1', JaxTask)):
+    task = RLTask(env=env, n_envs=2)
+    assert type(task) is backend and task.needs is None
+    assert [m for m in members if not hasattr(task, m)] == [], backend
+    task.build_storage(TaskNeeds(n_replay_epochs=2, steps_per_epoch=4))
+    assert task.needs.n_replay_epochs == 2
+    with pytest.raises(RuntimeError, match='build_storage is called once'):
+      task.build_storage(TaskNeeds())
+    task.close()
+
+
+def test_nothing_is_collected_before_the_storage_is_built():
+  task = RLTask(env='rl_test/Chain-v0', n_envs=2)
+  with pytest.raises(RuntimeError, match=r'build_storage\(TaskNeeds'):
+    task.collect(constant_policy(), n_trajectories=1)
+
+
+def test_a_replay_of_no_epochs_is_refused_in_one_line():
+  task = RLTask(env='rl_test/Chain-v0', n_envs=2)
+  with pytest.raises(ConfigError, match="n_replay_epochs must be >= 1, got 0; fix the trainer's"):
+    task.build_storage(TaskNeeds(n_replay_epochs=0))
+
+
+def test_the_reserved_rows_pad_the_device_copy_from_the_first_epoch():
+  task = RLTask(env='rl_test/Chain-v0', n_envs=2)
+  task.build_storage(TaskNeeds(reserved_rows=5000))
+  task.collect(constant_policy(), n_trajectories=2)
+  assert len(task.slice_data().row_end) == 8192  # the capacity bucket of 5,000 rows
+
+
+def test_n_replay_epochs_is_the_trainers_not_the_tasks():
+  """RLTask has no n_replay_epochs: gin refuses the binding, and the fix names the trainer's."""
+  with pytest.raises(ConfigError, match="'RLTask' has no parameter 'n_replay_epochs'"):
+    run_lib.parse_config([], ['RLTask.n_replay_epochs = 3'])
+  gin.clear_config()
+  assert task_lib.misplaced_binding('n_replay_epochs', 'DQN') == (
+      'n_replay_epochs is a trainer parameter: bind DQN.n_replay_epochs instead of '
+      'RLTask.n_replay_epochs.')
+  assert '<Trainer>.n_replay_epochs (e.g. DQN.n_replay_epochs)' in task_lib.misplaced_binding(
+      'n_replay_epochs')
+  assert task_lib.misplaced_binding('gama') is None
+
+
+# -- collection and the stored rows ------------------------------------------------------
 
 def test_stored_rows_of_a_terminated_episode():
   task = chain_task(env_kwargs={'length': 3})
@@ -93,15 +153,15 @@ def test_replay_keeps_exactly_n_epochs():
 def test_slices_are_padded_to_a_static_length():
   task = chain_task(env_kwargs={'length': 3})
   task.collect(constant_policy(), n_trajectories=4, epoch_id=1)
-  batch = task.sample_batch(16, max_slice_length=3, margin=1)
+  batch = sample_batch(task, 16, max_slice_length=3, margin=1)
   assert batch.observation.shape == (16, 3, 1)
   assert batch.action.shape == (16, 3) and batch.mask.shape == (16, 3)
   # A 3-step trajectory has 4 rows, hence 4 + 1 - 3 = 2 starts with margin 1.
   first = batch.observation[:, 0, 0]
   assert set(first) <= {0.0, 1.0}
-  whole = task.sample_batch(4, max_slice_length=None)
+  whole = sample_batch(task, 4, max_slice_length=None)
   assert whole.observation.shape == (4, 4, 1)  # 4 rows, already a power of two
-  long = task.sample_batch(4, max_slice_length=2, min_slice_length=6)
+  long = sample_batch(task, 4, max_slice_length=2, min_slice_length=6)
   assert long.mask.shape == (4, 6)
   np.testing.assert_array_equal(long.mask[:, 2:], 0)
 
@@ -109,7 +169,7 @@ def test_slices_are_padded_to_a_static_length():
 def test_padding_rows_are_zero_with_mask_zero():
   task = chain_task(env_kwargs={'length': 2})
   task.collect(constant_policy(), n_trajectories=2, epoch_id=1)
-  batch = task.sample_batch(8, max_slice_length=None, min_slice_length=5)
+  batch = sample_batch(task, 8, max_slice_length=None, min_slice_length=5)
   np.testing.assert_array_equal(batch.mask, np.tile([1, 1, 0, 0, 0], (8, 1)))
   np.testing.assert_array_equal(batch.reward[:, 2:], 0)
   np.testing.assert_array_equal(batch.observation[:, 3:], 0)
@@ -119,9 +179,9 @@ def test_epochs_minus_one_follows_the_newest_epoch():
   task = chain_task(env_kwargs={'length': 2}, n_replay_epochs=3)
   task.collect(constant_policy(action=0), n_trajectories=2, epoch_id=1)
   task.collect(constant_policy(action=1), n_trajectories=2, epoch_id=2)
-  batch = task.sample_batch(32, epochs=[-1], max_slice_length=1)
+  batch = sample_batch(task, 32, epochs=[-1], max_slice_length=1)
   np.testing.assert_array_equal(batch.action[batch.mask > 0], 1)
-  both = task.sample_batch(256, epochs=None, max_slice_length=1)
+  both = sample_batch(task, 256, epochs=None, max_slice_length=1)
   assert set(both.action[both.mask > 0]) == {0, 1}
 
 
@@ -130,17 +190,18 @@ def test_sampling_by_slices_favours_long_trajectories():
   task.collect(constant_policy(), n_trajectories=1, epoch_id=1)
   task._env.envs[0].unwrapped._length = 9  # pylint: disable=protected-access
   task.collect(constant_policy(), n_trajectories=1, epoch_id=1)
-  by_slice = task.sample_batch(4000, max_slice_length=1)
+  by_slice = sample_batch(task, 4000, max_slice_length=1)
   # 1 slice in the short trajectory, 9 in the long one: 10% vs 50% uniformly.
   short_share = np.mean(by_slice.observation[:, 0, 0] == 0)
-  uniform = task.sample_batch(4000, max_slice_length=1, sample_trajectories_uniformly=True)
+  uniform = sample_batch(task, 4000, max_slice_length=1, sample_trajectories_uniformly=True,
+                         seed=1)
   assert 0.15 < short_share < 0.25  # 0.1 (short) + 0.9 * 1/9 (t=0 of the long one)
   assert np.mean(uniform.observation[:, 0, 0] == 0) > 0.5
 
 
 def test_state_round_trip_continues_identically():
   def fresh():
-    return RLTask(env='CartPole-v1', n_envs=3, seed=7, n_replay_epochs=2)
+    return built_task(env='CartPole-v1', n_envs=3, seed=7, n_replay_epochs=2)
   rng = np.random.default_rng(0)
   actions = rng.integers(0, 2, size=(400, 3))
   def policy_from(offset):
@@ -160,8 +221,8 @@ def test_state_round_trip_continues_identically():
   for epoch in (1, 2):
     for field in a.epochs[epoch].rows:
       np.testing.assert_array_equal(a.epochs[epoch].rows[field], b.epochs[epoch].rows[field])
-  np.testing.assert_array_equal(a.sample_batch(8, max_slice_length=2).observation,
-                                b.sample_batch(8, max_slice_length=2).observation)
+  np.testing.assert_array_equal(sample_batch(a, 8, max_slice_length=2).observation,
+                                sample_batch(b, 8, max_slice_length=2).observation)
 
 
 def test_evaluation_is_reproducible_and_separate():
@@ -196,10 +257,9 @@ def test_running_buffers_start_small_under_a_long_step_cap_and_grow():
   # A 3,000-step time limit: the ring starts at 1,024 rows (+ 1) per env, not
   # the cap's, and grows as the 2,500-step episodes get longer.
   task = chain_task(env_kwargs={'length': 2500}, n_envs=2, time_limit=3000)
-  task._ensure_started()  # pylint: disable=protected-access
-  assert task._segments.size == 1025  # pylint: disable=protected-access
+  assert task.storage.segments.size == 1025
   task.collect(constant_policy(), n_trajectories=2, epoch_id=1)
-  assert task._segments.size == 4100  # pylint: disable=protected-access
+  assert task.storage.segments.size == 4100
   for traj in trajectories(task.epochs[1]):
     np.testing.assert_array_equal(traj['observation'][:, 0], np.arange(2501))
 
@@ -286,3 +346,36 @@ def test_cartpole_evaluates_on_its_own_vectorised_env_and_trains_on_copies():
   np.testing.assert_array_equal(first, task.evaluate(policy, n_episodes=4, reset_seed=7))
   assert len(set(first.tolist())) > 1 and all(8 <= r <= 500 for r in first)
   assert isinstance(task._eval_envs[4].unwrapped, CartPoleVectorEnv)  # pylint: disable=protected-access
+
+
+def test_the_env_modules_import_no_cycle_and_nothing_above_them():
+  """rl.envs and rl.data import each other one way only, and nothing of the learner's."""
+  import ast  # pylint: disable=import-outside-toplevel
+  import pathlib  # pylint: disable=import-outside-toplevel
+  root = pathlib.Path(task_lib.__file__).parents[2]
+  graph = {}
+  for package in ('envs', 'data'):
+    for path in (root / 'rl' / package).glob('*.py'):
+      imported = set()
+      for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith('rl'):
+          imported |= {f'{node.module}.{a.name}' for a in node.names} | {node.module}
+        elif isinstance(node, ast.Import):
+          imported |= {a.name for a in node.names if a.name.startswith('rl')}
+      graph[f'rl.{package}.{path.stem}'] = imported
+  higher = ('rl.learner', 'rl.algorithms', 'rl.run', 'rl.seeds', 'rl.evaluate')
+  assert {m: sorted(i for i in imports if i.startswith(higher))
+          for m, imports in graph.items() if any(i.startswith(higher) for i in imports)} == {}
+  edges = {m: {i for i in imports if i in graph} for m, imports in graph.items()}
+  done, path = set(), []
+
+  def visit(module):
+    assert module not in path, f'import cycle: {path[path.index(module):] + [module]}'
+    if module not in done:
+      path.append(module)
+      for other in edges[module]:
+        visit(other)
+      path.pop()
+      done.add(module)
+  for module in edges:
+    visit(module)

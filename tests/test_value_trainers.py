@@ -24,7 +24,7 @@ from rl.errors import ConfigError
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
 from rl.optim import lr_schedules
-from rl.envs.gym_task import RLTask
+from rl.envs.task import RLTask
 from rl.algorithms import dqn
 from rl.learner import learner as learner_lib
 from rl.ops import q_learning as value
@@ -371,7 +371,7 @@ def test_default_exploration_rate_is_the_references():
 
 def test_replay_holds_exactly_n_replay_epochs(three_epochs):
   trainer, epochs = three_epochs
-  assert trainer.task.n_replay_epochs == 2
+  assert trainer.task.needs.n_replay_epochs == 2
   assert [e['buffer'] for e in epochs] == [[0], [0, 1], [1, 2], [2, 3]]
 
 
@@ -388,7 +388,7 @@ def test_a_replay_is_padded_to_its_final_size_from_the_first_epoch():
   task = task_for('CartPole-v1')
   big = 2 * learner_lib.MAX_RESERVED_ROWS // 16
   DQN(task, n_replay_epochs=big, **TINY)
-  assert task._reserved_rows == 0  # pylint: disable=protected-access
+  assert task.needs.reserved_rows == 0
 
 
 def test_state_dict_round_trip_restores_the_target_network(three_epochs):

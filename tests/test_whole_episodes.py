@@ -16,7 +16,7 @@ from rl.ops import advantages
 from rl.config import first_sentence
 from rl import experiment as run_lib
 from rl.errors import ConfigError
-from rl.envs.gym_task import RLTask
+from rl.envs.task import RLTask
 from rl.algorithms import A2C
 from rl.algorithms import DQN
 from rl.algorithms import PolicyGradientTrainer

@@ -13,7 +13,8 @@ from rl.envs import registry as envs_lib
 from rl.data import slices
 from rl.envs import wrappers
 from rl.errors import ConfigError
-from rl.envs.gym_task import RLTask
+from rl.envs.task import RLTask
+from task_helpers import built_task
 
 ASTERIX_STEPS = 300  # past the end of the first game
 
@@ -33,8 +34,8 @@ def cycling_policy(n_actions, start=0):
 def atari_task(env='ALE/Asterix-v5', n_envs=1, **bindings):
   for name, value in bindings.items():
     gin.bind_parameter(f'atari_preprocessing.{name}', value)
-  return RLTask(env=env, n_envs=n_envs, atari_preprocessing=True, num_stacked_frames=4,
-                seed=3)
+  return built_task(env=env, n_envs=n_envs, atari_preprocessing=True, num_stacked_frames=4,
+                    seed=3)
 
 
 def trajectories(data):

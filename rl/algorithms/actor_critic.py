@@ -122,7 +122,7 @@ class ActorCriticTrainer(RLTrainer):
     self._max_slice_length = max_slice_length
     self._margin = int(added_policy_slice_length)
     self._n_shared_layers = int(n_shared_layers)
-    self._n_replay_epochs = int(n_replay_epochs)
+    self.n_replay_epochs = int(n_replay_epochs)
     self._adv_normalization = advantage_normalization
     self._adv_epsilon = advantage_normalization_epsilon
     self._adv_factor = advantage_normalization_factor
@@ -137,8 +137,6 @@ class ActorCriticTrainer(RLTrainer):
     self._value_eval_steps = value_eval_steps
     self.build()
 
-  def task_needs(self):
-    return {'n_replay_epochs': self._n_replay_epochs}
 
   def build_networks(self):
     task, space = self.task, self.task.action_space

@@ -132,7 +132,7 @@ class ValueAgent(RLTrainer):
       raise ConfigError(f'{name}.max_slice_length must be >= 1, got {max_slice_length}.')
     if int(n_replay_epochs) < 1:
       raise ConfigError(f'{name}.n_replay_epochs must be >= 1, got {n_replay_epochs}.')
-    self._n_replay_epochs = int(n_replay_epochs)
+    self.n_replay_epochs = int(n_replay_epochs)
     self._n_actions = int(space.n)
     self._value_body = value_body
     self._value_optimizer = value_optimizer
@@ -160,8 +160,6 @@ class ValueAgent(RLTrainer):
     """The TD targets' estimator; DQN's (a ValueAgent has none of its own)."""
     del task, kwargs
 
-  def task_needs(self):
-    return {'n_replay_epochs': self._n_replay_epochs}
 
   def build_networks(self):
     quality_kwargs = {'n_actions': self._n_actions}
@@ -310,9 +308,8 @@ class DQN(ValueAgent):
     bootstrap_row = getattr(self._estimator, 'bootstrap_row', None)
     if bootstrap_row is not None:
       # n-step (and Monte-Carlo) targets read the values of two rows of a
-      # slice: its first and the one they bootstrap from. The networks run
-      # on those two rows instead of all n + 1 (dqn_cartpole's 7: its epoch
-      # trains about 30% faster), and the targets stay the same bit for bit.
+      # slice: its first and the one they bootstrap from, so the networks run
+      # on those two rows only; the targets are those of all n + 1 rows.
       rows = bootstrap_row(fields['done'], fields['mask'])[:, 0]
       obs = jnp.stack([obs[:, 0], take_rows(obs, rows)], axis=1)
     q_target = self._q_values(target_variables, obs)

@@ -29,7 +29,7 @@ from rl.algorithms import networks
 from rl.algorithms.row_advantages import row_values
 from rl.algorithms.row_advantages import windowed_advantages
 from rl.data import slices
-from rl.envs.gym_task import Batch
+from rl.data.trajectories import Batch
 from rl.learner.acting import Acting
 from rl.learner.checks import check_divisible
 from rl.learner.checks import check_estimator_margin
@@ -44,7 +44,7 @@ from rl.ops import losses
 
 
 class ActorCriticJointTrainer(RLTrainer):
-  """Trains a PolicyAndValue model with one supervised Trainer.
+  """Trains a PolicyAndValue model: one network, one loss, one optimizer.
 
   Args:
     task: the RLTask.
@@ -101,7 +101,7 @@ class ActorCriticJointTrainer(RLTrainer):
     if advantage_estimator is advantages_lib.monte_carlo:
       check_whole_episodes(self, task, dict(kwargs, n_trajectories_per_epoch=n_trajectories_per_epoch),
                            'use a bootstrapping estimator (@gae with added_policy_slice_length >= 1)')
-    self._n_replay_epochs = int(n_replay_epochs)
+    self.n_replay_epochs = int(n_replay_epochs)
     self._joint_model_factory = joint_model or heads.PolicyAndValue
     self._optimizer = optimizer
     self._lr_schedule = lr_schedule
@@ -119,8 +119,6 @@ class ActorCriticJointTrainer(RLTrainer):
     self._per_chunk = bool(advantages_per_chunk)
     self.build()
 
-  def task_needs(self):
-    return {'n_replay_epochs': self._n_replay_epochs}
 
   def build_networks(self):
     model = self._joint_model_factory(policy_distribution=self._dist)

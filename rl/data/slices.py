@@ -1,7 +1,7 @@
 """Slices of stored trajectories, sampled on the device inside jitted training.
 
 The task keeps an epoch's trajectories as flat rows plus offsets (see
-rl.envs.gym_task). For training, the selected epochs are padded to a capacity bucket
+rl.data.trajectories). For training, the selected epochs are padded to a capacity bucket
 and moved to the device once per epoch as a `SliceData`; every gradient step
 then draws its batch with `sample`, a pure function of (data, key), inside
 the same compiled loop as the update. The capacities grow in steps of four,
@@ -38,7 +38,7 @@ GROWTH = 4
 # Above this, a 4x step would pad a large replay buffer to up to 4 times its
 # size (e.g. 300k pixel rows to 1M); doubling halves that at the price of a
 # few more recompiles over a run. (Replay trainers reserve their full size
-# up front anyway: RLTask.reserve_rows.)
+# up front anyway: TaskNeeds.reserved_rows.)
 FINE_ROWS = MIN_ROWS * GROWTH ** 3
 
 
@@ -98,7 +98,7 @@ def pad(rows, traj_start, traj_rows, whole_trajectories=False, context=None,
   (rl.data.frames; rows['observation'] then holds each row's newest frame): the
   trajectories' context frames [K, *frame], how many each has, and the
   frames per observation. The capacity then holds the K context frames too.
-  min_rows: the capacity holds at least this many (RLTask.reserve_rows).
+  min_rows: the capacity holds at least this many (TaskNeeds.reserved_rows).
   """
   n = len(rows['mask'])
   stacked = context is not None

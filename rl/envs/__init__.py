@@ -1,0 +1,1 @@
+"""Environments: the RLTask factory, the gymnasium and gymnax backends, env ids and wrappers."""

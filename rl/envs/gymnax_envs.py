@@ -11,9 +11,9 @@ task that uses these functions).
 The layout of a rollout of T steps of N envs: each env's strip of T steps is
 cut into segments at the episode ends (and at the strip's end), and every
 segment becomes a stored trajectory of its steps plus one final-observation
-row, exactly as RLTask stores them: `done` is the termination only, so a
-truncated episode and a segment cut at the epoch's end bootstrap from their
-final observation.
+row, exactly as the gymnasium task stores them (rl.data.trajectories): `done`
+is the termination only, so a truncated episode and a segment cut at the
+epoch's end bootstrap from their final observation.
 """
 import difflib
 import importlib
@@ -61,9 +61,8 @@ class _DeferredModule(types.ModuleType):
 
 
 # Modules gymnax imports at its import for rendering only (several of its envs
-# draw frames with them): importing them costs about 2.5 s of every run's
-# start-up (seaborn brings scipy.stats and pandas); deferred, they load only
-# if something draws.
+# draw frames with them). Seaborn brings scipy.stats and pandas, seconds of
+# start-up, so they load only if something draws.
 _RENDERING_MODULES = ('seaborn', 'matplotlib.pyplot')
 
 
@@ -160,7 +159,7 @@ def rollout(env, params, action_space, act_fn, policy_params, acting, carry, sam
   """`n_steps` steps of every env, acting with `act_fn` (pure): (acting, carry, Rollout).
 
   act_fn(policy_params, acting, obs, sample_args) -> (actions, dist_inputs,
-  acting) is the trainer's acting function (rl.learner.base.act with its
+  acting) is the trainer's acting function (rl.learner.acting.act with its
   temperature and normaliser update bound).
   """
   clip = _clip_fn(action_space)
@@ -193,7 +192,7 @@ def rollout_capacity(n_steps, n_envs):
 
 
 def rollout_slices(rollout_data, gamma):
-  """The Rollout as a SliceData of its segments, laid out as RLTask stores them (pure).
+  """The Rollout as a SliceData of its segments, laid out as the host's stored epochs (pure).
 
   Returns (SliceData, n_segments).
   """

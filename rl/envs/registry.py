@@ -156,8 +156,7 @@ def make_vector_env(env_id, n_envs, env_kwargs=None, time_limit=None, video_fold
 
   With `vectorized`, an env that comes with its own vectorised implementation
   (gymnasium's vector_entry_point: CartPole's CartPoleVectorEnv steps all
-  copies in one set of numpy operations, 2.5x faster than ten copies one by
-  one) is built that way when no wrapper asks for the copies one by one; with
+  copies in one set of numpy operations) is built that way when no wrapper asks for the copies one by one; with
   `video_folder`, gymnasium's vector RecordVideo then records copy 0's first
   episode. Such an env resets a finished copy on the next step rather than
   within the same one, and draws every copy's reset from one generator seeded

@@ -20,13 +20,13 @@ class Algorithm(Protocol):
       in a folder of their own.
     metric_prefixes: {network: prefix} of the network's learning_rate,
       gradients_l2 and steps_per_second in the epoch's metrics.
+    n_replay_epochs: the latest epochs of trajectories the task keeps for the
+      algorithm (1: the newest only); the task's storage is built from it.
   """
   supports_jax_envs: bool
+  n_replay_epochs: int
   summary_dirs: dict
   metric_prefixes: dict
-
-  def task_needs(self) -> dict:
-    """What the task's storage must hold, e.g. {'n_replay_epochs': 1} (default)."""
 
   def build_networks(self) -> tuple[dict, Acting]:
     """({name: rl.learner.network_trainer.Trainer}, how the algorithm acts).

@@ -50,7 +50,7 @@ class EpochSpec(NamedTuple):
   tx: Any  # the optax transformation
   lr_schedule: Callable  # step -> learning rate (reported, evaluated on the device)
   inputs_fn: Callable  # batch -> model inputs tuple
-  batches: Optional[DeviceBatches]  # None: stacked batches given to every call
+  batches: DeviceBatches  # how every step's batch is made on the device
   prepare_fn: Optional[Callable]  # (data, key, carry) -> data, at the start of every chunk
   after_step: Optional[Callable]  # (carry, variables, step) -> carry
   after_chunk: Optional[Callable]  # (carry, variables) -> carry
@@ -105,8 +105,7 @@ def variables_of(state):
   return {'params': state['params'], **state['model_state']}
 
 
-def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_chunk,
-                n_eval_steps):
+def fused_epoch(spec, state, data, key, carry, *, n_chunks, steps_per_chunk, n_eval_steps):
   """n_chunks x steps_per_chunk updates of `state`, then the metrics; pure.
 
   Args:
@@ -116,9 +115,6 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
     key: the PRNG key the batches are drawn with.
     carry: the caller's pytree threaded through batches.make / after_step /
       after_chunk.
-    stacked: with batches None, the batches: a pair (train batches with
-      leading axes [n_chunks, steps_per_chunk], eval batches [n_chunks,
-      n_eval_steps]); otherwise None.
     n_chunks, steps_per_chunk, n_eval_steps: the epoch's shape (static).
 
   Returns:
@@ -137,9 +133,7 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
     return jax.lax.scan(one, key, None, length=n)
 
   def make_batch(data, given, carry, variables, taken):
-    """A step's batch: the given one, or from (batch key, its rows or its draw)."""
-    if spec.batches is None:
-      return given
+    """A step's batch from (batch key, its rows or its draw)."""
     batch_key, rows = given
     if not taken:
       rows = spec.batches.take(data, rows)
@@ -177,16 +171,13 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
       carry = spec.after_step(carry, variables_of(state), state['step'])
     return (state, carry), (value, optax.tree.norm(grads), metrics)
 
-  def chunk(loop, given):
+  def chunk(loop, _):
     state, key, carry = loop
-    train_given, eval_given = given if given is not None else (None, None)
     chunk_data = data
     if spec.prepare_fn is not None:
       key, prepare_key = jax.random.split(key)
       chunk_data = spec.prepare_fn(data, prepare_key, carry)
-    taken = False
-    if spec.batches is not None:
-      key, train_given, taken = steps_given(chunk_data, key, steps_per_chunk)
+    key, train_given, taken = steps_given(chunk_data, key, steps_per_chunk)
     (state, carry), (values, norms, metrics) = jax.lax.scan(
         functools.partial(train_step, chunk_data, taken), (state, carry),
         train_given, length=steps_per_chunk)
@@ -195,9 +186,7 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
                if steps_per_chunk else {})
     if n_eval_steps:
       # ...or, when asked for, of fresh batches under the chunk's final weights.
-      taken = False
-      if spec.batches is not None:
-        key, eval_given, taken = steps_given(chunk_data, key, n_eval_steps)
+      key, eval_given, taken = steps_given(chunk_data, key, n_eval_steps)
       variables = variables_of(state)
       metrics = jax.lax.map(
           lambda given: loss(state['params'], state['model_state'],
@@ -218,12 +207,11 @@ def fused_epoch(spec, state, data, key, carry, stacked, *, n_chunks, steps_per_c
   if n_chunks == 1:
     # No loop around a single chunk: XLA optimises straight-line code better
     # than the body of a one-trip loop (the preparation runs ~4x slower there).
-    first = None if stacked is None else jax.tree_util.tree_map(lambda x: x[0], stacked)
-    (state, key, carry), outputs = chunk((state, key, carry), first)
+    (state, key, carry), outputs = chunk((state, key, carry), None)
     values, norms, metrics, after = jax.tree_util.tree_map(lambda x: x[None], outputs)
   else:
     (state, key, carry), (values, norms, metrics, after) = jax.lax.scan(
-        chunk, (state, key, carry), stacked, length=n_chunks)
+        chunk, (state, key, carry), None, length=n_chunks)
   last = jax.tree_util.tree_map(lambda m: m[-1], metrics)
   learning_rate = jnp.asarray(spec.lr_schedule(jnp.maximum(state['step'] - 1, 0)), jnp.float32)
   return state, key, carry, summarize(values.reshape(-1), norms.reshape(-1), last,

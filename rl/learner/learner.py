@@ -22,6 +22,7 @@ import numpy as np
 from rl import keys
 from rl import metrics as metrics_lib
 from rl.data import packing
+from rl.envs.task import TaskNeeds
 from rl.learner import look_ahead
 from rl.learner.acting import ActingState
 from rl.learner.acting import Actor
@@ -63,26 +64,29 @@ class Learner:
     # The collection key is the seed's; the training key draws the training
     # batches (and any sampling inside the losses' inputs).
     seed_key, self.train_key = keys.seed_and_folded(task.seed, 2)
-    needs = algorithm.task_needs()
-    task.set_n_replay_epochs(needs['n_replay_epochs'])
-    if (options.n_interactions is not None and task.n_replay_epochs > 1
-        and task.n_replay_epochs * options.n_interactions <= MAX_RESERVED_ROWS):
-      # Reserved from the start, the training epoch compiles once for the
-      # replay's final size rather than at every capacity bucket it passes.
-      task.reserve_rows(task.n_replay_epochs * options.n_interactions)
     self.networks, acting = algorithm.build_networks()
-    task.set_dist_inputs_size(acting.dist.n_inputs)
     self.acting_name = acting.network
     self.actor = Actor(self.networks[acting.network], acting)
     initialize_together(list(self.networks.values()))
     self.acting = initial_acting_state(seed_key, self.networks[acting.network])
     self.extra = algorithm.initial_extra(self.networks)
-    if task.jax_native:
-      task.reserve_replay(self.jax_epoch_steps)
+    task.build_storage(self.task_needs(acting))
     # One compiled call trains every network of an epoch; its metrics come
     # back to the host in one transfer.
     self._update = packing.PackedJit(self._update_then_metrics)
     self.look_ahead = look_ahead.LookAhead(self)
+
+  def task_needs(self, acting):
+    """What the task's storage must hold: the algorithm's replay, its acting outputs' width,
+    and the rows (gymnasium) or steps per env (JAX-native) of an epoch."""
+    n_replay, n_interactions = self.algorithm.n_replay_epochs, self.options.n_interactions
+    reserved = 0
+    if n_interactions is not None and 1 < n_replay and n_replay * n_interactions <= MAX_RESERVED_ROWS:
+      # Reserved from the start, the training epoch compiles once for the
+      # replay's final size rather than at every capacity bucket it passes.
+      reserved = n_replay * n_interactions
+    steps = self.jax_epoch_steps if self.task.jax_native else None
+    return TaskNeeds(n_replay, acting.dist.n_inputs, reserved, steps)
 
   # -- state ------------------------------------------------------------------------
 
@@ -146,6 +150,8 @@ class Learner:
 
   def collect_initial(self):
     """Collects the task's random initial trajectories (epoch 0), if it has any."""
+    if self.task.jax_native:
+      return
     policy = self.actor.random_policy(self.task, self.acting)
     self.task.collect_initial(policy)
     if isinstance(policy, HostPolicy):

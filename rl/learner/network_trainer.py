@@ -6,7 +6,6 @@ epoch's results back on the host. Data parallel over all local devices: each
 batch is sharded along its first axis and the parameters are replicated; jit
 inserts the gradient all-reduce.
 """
-import functools
 import math
 import time
 
@@ -19,10 +18,8 @@ from jax.sharding import PartitionSpec as P
 
 from rl import compiler
 from rl import keys
-from rl.errors import ConfigError
 from rl.errors import NonFiniteLossError
 from rl.learner.fused_epoch import EpochSpec
-from rl.learner.fused_epoch import evaluate_batch
 from rl.learner.fused_epoch import fused_epoch
 from rl.learner.fused_epoch import variables_of
 
@@ -45,7 +42,7 @@ def initialize_together(trainers):
 
 
 class Trainer:
-  """Trains `model` with `optimizer(learning_rate=lr_schedule)`, an epoch per call.
+  """Trains `model` with `optimizer(learning_rate=lr_schedule)`, an epoch per `epoch` call.
 
   Args:
     model: a flax.linen Module.
@@ -55,18 +52,13 @@ class Trainer:
       optimizer step.
     loss_fn: `loss_fn(model_output, batch) -> (loss, metrics dict)`.
     example_inputs: model inputs used only for their shapes to initialise
-      the model (a tuple); None takes them from the first batch of `inputs()`.
+      the model (a tuple).
     batches: a DeviceBatches: how every step's batch is drawn and made on
-      the device (the RL trainers' slices); see `train`.
-    inputs: standalone use: a callable returning an iterator of host batches;
-      see `train_epoch`.
+      the device (the RL trainers' slices); see rl.learner.fused_epoch.
     inputs_fn: batch -> the model's inputs (a tuple). Default: the batch's
       first element.
-    prepare_fn: per-chunk preparation of the data (see the module doc).
-    after_step, after_chunk: hooks on the caller's carry (see the module doc).
-    output_dir: if set, the trainer checkpoints itself there after every
-      `train_epoch` and resumes from it on construction (standalone use; the
-      RL trainers checkpoint all their parts together instead).
+    prepare_fn: per-chunk preparation of the data (see rl.learner.fused_epoch).
+    after_step, after_chunk: hooks on the caller's carry (see rl.learner.fused_epoch).
     seed: initialises the parameters.
     loss_name: the name the training loss is reported under.
     initialize: compute the initial state now. False leaves it to
@@ -74,26 +66,21 @@ class Trainer:
       compiled call (an RL trainer's networks).
   """
 
-  def __init__(self, model, optimizer, lr_schedule, loss_fn, example_inputs=None,
-               batches=None, inputs=None, inputs_fn=None, prepare_fn=None, after_step=None,
-               after_chunk=None, output_dir=None, seed=0, loss_name='loss', initialize=True):
+  def __init__(self, model, optimizer, lr_schedule, loss_fn, example_inputs, batches,
+               inputs_fn=None, prepare_fn=None, after_step=None, after_chunk=None, seed=0,
+               loss_name='loss', initialize=True):
     self._loss_name = loss_name
-    self._stream_fn = inputs
-    self._stream = None
     tx = optimizer(learning_rate=lr_schedule)
     inputs_fn = inputs_fn or (lambda batch: (batch[0],))
 
     devices = jax.local_devices()
-    self._n_devices = len(devices)
-    if self._n_devices > 1:
+    if len(devices) > 1:
       mesh = jax.sharding.Mesh(np.array(devices), ('batch',))
       batch_sharding = NamedSharding(mesh, P('batch'))
       self._replicated = NamedSharding(mesh, P())
     else:
       batch_sharding = self._replicated = None
 
-    if example_inputs is None:
-      example_inputs = inputs_fn(next(self._get_stream()))
     def initial_state(seed, *inputs):
       variables = flax.core.unfreeze(model.init(jax.random.key(seed, impl=keys.IMPL), *inputs))
       params = variables.pop('params')
@@ -106,27 +93,8 @@ class Trainer:
       initialize_together([self])
     self.spec = EpochSpec(model.apply, loss_fn, tx, lr_schedule, inputs_fn, batches, prepare_fn,
                           after_step, after_chunk, batch_sharding)
-    # No buffer donation: target networks and acting models hold references to
-    # the weights this returns, and donation would invalidate them.
-    self._epoch = compiler.jit(functools.partial(fused_epoch, self.spec),
-                               static_argnames=('n_chunks', 'steps_per_chunk', 'n_eval_steps'))
-    self._apply = compiler.jit(model.apply)
-    self._evaluate = compiler.jit(functools.partial(evaluate_batch, self.spec))
-
-    self._checkpointer = None
-    if output_dir is not None:
-      from rl.data.checkpoints import Checkpointer  # pylint: disable=import-outside-toplevel
-      self._checkpointer = Checkpointer(output_dir)
-      restored = self._checkpointer.restore_latest()
-      if restored is not None:
-        self.load_state_dict(restored[1]['trainer'])
 
   # -- devices ----------------------------------------------------------------------
-
-  def _get_stream(self):
-    if self._stream is None:
-      self._stream = iter(self._stream_fn())
-    return self._stream
 
   def _replicate(self, tree):
     if self._replicated is None:
@@ -141,17 +109,16 @@ class Trainer:
           lambda x: x if isinstance(x, jax.Array) else jax.device_put(x), tree)
     return jax.device_put(tree, self._replicated)
 
-  def _check_batch_size(self, size):
-    if self._n_devices > 1 and size % self._n_devices:
-      raise ConfigError(f'batch size {size} is not divisible by the {self._n_devices} '
-                        'local devices; pick a batch size that is.')
-
   # -- training -------------------------------------------------------------------
 
-  def train(self, data, key, carry=None, n_steps=1, n_chunks=1, n_eval_steps=0):
-    """One fused epoch on device-drawn batches.
+  def epoch(self, state, data, key, carry=None, n_steps=1, n_chunks=1, n_eval_steps=0):
+    """One fused epoch as a pure function of `state`: (state, key, carry, EpochResult).
+
+    Not jitted: it is traced into a caller's compiled function (an RL
+    trainer's whole epoch, several networks and the collection with it).
 
     Args:
+      state: this network's training state (see `state`).
       data: the epoch's data, passed to the DeviceBatches (e.g. rl.data.slices.SliceData).
       key: the PRNG key of the batches.
       carry: the caller's pytree for the batches and the hooks.
@@ -161,50 +128,9 @@ class Trainer:
       n_eval_steps: 0: the metrics are those of the chunk's training
         batches (computed with the loss, free); N > 0: they are evaluated
         after the chunk on N fresh batches.
-
-    Returns:
-      (results, key, carry): the host dict of results (see `results`) and
-      the advanced key and carry.
     """
-    start = time.perf_counter()
-    self._state, key, carry, result = self._epoch(
-        self._state, data, key, carry, None, n_chunks=n_chunks,
-        steps_per_chunk=n_steps // n_chunks, n_eval_steps=n_eval_steps)
-    return self.results(jax.device_get(result), start), key, carry
-
-  def epoch(self, state, data, key, carry=None, n_steps=1, n_chunks=1, n_eval_steps=0):
-    """`train`'s epoch as a pure function of `state`: (state, key, carry, EpochResult).
-
-    Not jitted: it is traced into a caller's compiled function (an RL
-    trainer's whole epoch, several networks and the collection with it).
-    """
-    return fused_epoch(self.spec, state, data, key, carry, None, n_chunks=n_chunks,
+    return fused_epoch(self.spec, state, data, key, carry, n_chunks=n_chunks,
                        steps_per_chunk=n_steps // n_chunks, n_eval_steps=n_eval_steps)
-
-  def train_epoch(self, n_steps, n_eval_steps=0):
-    """Standalone use: `n_steps` updates on batches of `inputs()`, then the metrics.
-
-    The epoch's batches are read from the host iterator, stacked and moved
-    to the device in one transfer, then trained on in one fused call.
-    """
-    stream = self._get_stream()
-    train = [next(stream) for _ in range(n_steps)]
-    evals = [next(stream) for _ in range(n_eval_steps)]
-    self._check_batch_size(len(jax.tree_util.tree_leaves(train or evals)[0]))
-
-    def stack(batches, inner):
-      return jax.tree_util.tree_map(
-          lambda *x: np.stack(x).reshape((1, inner) + np.shape(x[0])), *batches)
-    stacked = (stack(train, n_steps) if train else None,
-               stack(evals, n_eval_steps) if evals else None)
-    start = time.perf_counter()
-    self._state, _, _, result = self._epoch(
-        self._state, None, keys.seed_key(0), None, stacked, n_chunks=1,
-        steps_per_chunk=n_steps, n_eval_steps=n_eval_steps)
-    results = self.results(jax.device_get(result), start)
-    if self._checkpointer is not None:
-      self._checkpointer.save(self.step, {'trainer': self.state_dict()}, {})
-    return results
 
   def results(self, result, start):
     """The host dict of an epoch's EpochResult: mean loss, learning_rate, gradients_l2, metrics.
@@ -242,15 +168,6 @@ class Trainer:
         raise NonFiniteLossError(name, value, step)
       results[name] = value
     return results
-
-  def evaluate(self, batch):
-    """The metrics on one given batch (numbers, on the host)."""
-    _, metrics = self._evaluate(self._state, batch)
-    return {k: float(v) for k, v in jax.device_get(metrics).items()}
-
-  def apply(self, model_inputs):
-    """The model's output on the given inputs with the current weights."""
-    return self._apply(self.variables, *model_inputs)
 
   # -- state ----------------------------------------------------------------------
 

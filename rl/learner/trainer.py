@@ -54,6 +54,8 @@ class RLTrainer:
   metric_prefixes = {'policy': 'policy_', 'value': 'value_'}
   # Whether the algorithm's epoch can run on JAX-native envs (it has `rollout_data`).
   supports_jax_envs = False
+  # The latest epochs of trajectories the task keeps for the algorithm to train on.
+  n_replay_epochs = 1
 
   def __init__(self, task, n_trajectories_per_epoch=None, n_interactions_per_epoch=None,
                n_eval_episodes=0, eval_temperatures=(0.0,), eval_every=1, only_eval=False,
@@ -105,10 +107,6 @@ class RLTrainer:
     self.learner = Learner(self.task, self, self.options)
 
   # -- the Algorithm interface's defaults --------------------------------------------
-
-  def task_needs(self):
-    """What the algorithm needs of the task's storage."""
-    return {'n_replay_epochs': 1}
 
   def initial_extra(self, networks):
     """Algorithm-specific arrays carried in the TrainState and checkpointed."""

@@ -1,0 +1,1 @@
+"""Optimizers (optax) and learning-rate schedules, configurable through gin."""

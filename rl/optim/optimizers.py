@@ -41,7 +41,7 @@ def Adam(  # pylint: disable=invalid-name  # the name configs refer to
     learning_rate: float or schedule ``step -> lr``.
     weight_decay_rate: fraction of every weight removed at each update,
       independently of the learning rate. 0 disables the decay, and then
-      ``update`` no longer needs ``params``.
+      ``update`` does not need ``params``.
     b1: decay rate of the first-moment (gradient) average.
     b2: decay rate of the second-moment (squared-gradient) average.
     eps: added to ``sqrt(v_hat)`` (outside the square root) to keep the

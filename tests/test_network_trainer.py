@@ -1,4 +1,4 @@
-"""supervised.Trainer: learning, state round trips, NaN detection, data parallelism."""
+"""The network Trainer: learning, state round trips, NaN detection, data parallelism."""
 import os
 import subprocess
 import sys
@@ -10,89 +10,102 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from network_helpers import Epochs
+from network_helpers import evaluate
 from rl.errors import NonFiniteLossError
-from rl.optim import optimizers
-from rl.learner.network_trainer import DeviceBatches
+from rl.learner.fused_epoch import DeviceBatches
+from rl.learner.fused_epoch import summarize
+from rl.learner.fused_epoch import weights_norm
 from rl.learner.network_trainer import Trainer
-from rl.learner.network_trainer import summarize
-from rl.learner.network_trainer import weights_norm
+from rl.optim import optimizers
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+W = np.array([[2.0], [-1.0], [0.5]], np.float32)
 
 
-def regression_stream(seed=0, batch=32):
-  rng = np.random.default_rng(seed)
-  w = np.array([[2.0], [-1.0], [0.5]], np.float32)
-  while True:
-    x = rng.normal(size=(batch, 3)).astype(np.float32)
-    yield x, x @ w
+def regression_data(seed=0, n=256):
+  """The epoch's data: inputs x [n, 3]; a batch's targets are x @ W."""
+  return jnp.asarray(np.random.default_rng(seed).normal(size=(n, 3)), jnp.float32)
+
+
+def draw(data, key):
+  return jax.random.randint(key, (32,), 0, data.shape[0])
+
+
+def take(data, index):  # any leading axes: a chunk's steps are gathered at once
+  return data[index]
+
+
+def make(data, x, key, carry, variables):
+  """(inputs, targets); a carry, when given, shifts the targets."""
+  del data, key, variables
+  targets = x @ W
+  return x, targets if carry is None else targets + carry
 
 
 def mse(pred, batch):
-  """The loss and its metrics, as every supervised loss returns them."""
+  """The loss and its metrics, as every loss returns them."""
   error = jnp.mean((pred - batch[1]) ** 2)
   return error, {'mse': error}
 
 
-def make_trainer(lr=0.05, seed=0, stream_seed=0, **kwargs):
-  return Trainer(nn.Dense(1), optimizers.SGD, lambda step: lr, mse,
-                 inputs=lambda: regression_stream(stream_seed), seed=seed,
-                 **kwargs)
+def make_trainer(lr=0.05, seed=0, optimizer=optimizers.SGD, **kwargs):
+  return Trainer(nn.Dense(1), optimizer, lambda step: lr, mse,
+                 example_inputs=(regression_data()[:1],),
+                 batches=DeviceBatches(draw, take, make), seed=seed, **kwargs)
 
 
 def test_training_reduces_the_loss_and_counts_steps():
   trainer = make_trainer()
-  first = trainer.train_epoch(1, n_eval_steps=2)
-  later = trainer.train_epoch(200, n_eval_steps=2)
+  epochs = Epochs(trainer)
+  key = jax.random.PRNGKey(0)
+  first, key, _ = epochs(regression_data(), key, n_steps=1, n_eval_steps=2)
+  later, key, _ = epochs(regression_data(), key, n_steps=200, n_eval_steps=2)
   assert trainer.step == 201
   assert later['mse'] < 1e-3 < first['mse']
   assert set(later) >= {'loss', 'mse', 'learning_rate', 'gradients_l2'}
 
 
 def test_an_epoch_is_one_fused_call_on_device_drawn_batches():
-  """`train` draws every batch inside the compiled epoch from (data, key, carry)."""
-  w = jnp.array([[2.0], [-1.0], [0.5]])
-  data = jnp.asarray(np.random.default_rng(0).normal(size=(256, 3)), jnp.float32)
+  """An epoch draws every batch inside the compiled call from (data, key, carry)."""
   seen = []
-
-  def draw(data, key):
-    return jax.random.randint(key, (32,), 0, data.shape[0])
-
-  def take(data, index):  # any leading axes: a chunk's steps are gathered at once
-    return data[index]
-
-  def make(data, x, key, carry, variables):
-    del data, key, variables
-    return x, x @ w + carry  # the carry shifts the targets
 
   def after_step(carry, variables, step):
     del variables
     seen.append(step)  # traced once per compilation
     return carry
 
-  trainer = Trainer(nn.Dense(1), optimizers.SGD, lambda step: 0.05, mse,
-                    example_inputs=(data[:1],), batches=DeviceBatches(draw, take, make),
-                    after_step=after_step)
+  trainer = make_trainer(after_step=after_step)
+  epochs = Epochs(trainer)
   key = jax.random.PRNGKey(0)
-  results, key2, carry = trainer.train(data, key, jnp.float32(3.0), n_steps=300,
-                                       n_chunks=3, n_eval_steps=2)
+  results, key2, carry = epochs(regression_data(), key, jnp.float32(3.0), n_steps=300,
+                                n_chunks=3, n_eval_steps=2)
   assert trainer.step == 300 and float(carry) == 3.0
   assert not np.array_equal(np.asarray(key), np.asarray(key2))
   assert results['mse'] < 1e-3
   np.testing.assert_allclose(np.asarray(trainer.model_weights['bias']), [3.0], atol=0.05)
   # The same call again reuses the compiled epoch: nothing is traced anew.
   traced = len(seen)
-  trainer.train(data, key2, jnp.float32(3.0), n_steps=300, n_chunks=3, n_eval_steps=2)
+  epochs(regression_data(), key2, jnp.float32(3.0), n_steps=300, n_chunks=3, n_eval_steps=2)
   assert len(seen) == traced
 
 
 def test_state_round_trip_is_exact():
   a = make_trainer()
-  a.train_epoch(5)
+  key = jax.random.PRNGKey(0)
+  _, key, _ = Epochs(a)(regression_data(), key, n_steps=5)
   b = make_trainer(seed=1)
   b.load_state_dict(a.state_dict())
   assert b.step == 5
   np.testing.assert_array_equal(a.model_weights['kernel'], b.model_weights['kernel'])
-  batch = next(regression_stream(3))
-  assert a.evaluate(batch) == b.evaluate(batch)
+  x = np.asarray(regression_data(3)[:32])
+  batch = make(None, x, None, None, None)
+  assert evaluate(a, batch) == evaluate(b, batch)
+  # The optimizer state came along too: the next epoch is the same on both.
+  after_a, _, _ = Epochs(a)(regression_data(), key, n_steps=5)
+  after_b, _, _ = Epochs(b)(regression_data(), key, n_steps=5)
+  assert after_a['loss'] == after_b['loss']
+  np.testing.assert_array_equal(a.model_weights['kernel'], b.model_weights['kernel'])
 
 
 def test_weights_are_settable():
@@ -100,14 +113,13 @@ def test_weights_are_settable():
   zeros = {'kernel': np.zeros((3, 1), np.float32), 'bias': np.zeros(1, np.float32)}
   trainer.model_weights = zeros
   x = np.ones((1, 3), np.float32)
-  np.testing.assert_array_equal(np.asarray(trainer.apply((x,))), [[0.0]])
+  np.testing.assert_array_equal(np.asarray(trainer.spec.apply_fn(trainer.variables, x)), [[0.0]])
 
 
 def test_nan_loss_is_reported_with_its_name():
-  trainer = Trainer(nn.Dense(1), optimizers.SGD, lambda step: 1e30, mse,
-                    inputs=lambda: regression_stream(0), loss_name='value_loss')
+  trainer = make_trainer(lr=1e30, loss_name='value_loss')
   with pytest.raises(NonFiniteLossError, match="'value_loss' became"):
-    trainer.train_epoch(20)
+    Epochs(trainer)(regression_data(), jax.random.PRNGKey(0), n_steps=20)
 
 
 def test_epoch_summary_names_the_first_non_finite_step():
@@ -130,29 +142,17 @@ def test_weights_norm_is_the_global_norm():
   assert float(weights_norm({})) == 0.0
 
 
-def test_standalone_checkpoint_resumes(tmp_path):
-  a = make_trainer(output_dir=str(tmp_path))
-  a.train_epoch(3)
-  b = make_trainer(output_dir=str(tmp_path))
-  assert b.step == 3
-  np.testing.assert_array_equal(a.model_weights['kernel'], b.model_weights['kernel'])
-
-
 def test_two_devices_give_the_same_loss_as_one():
-  script = textwrap.dedent('''
-    import jax, flax.linen as nn, jax.numpy as jnp, numpy as np
+  """The same epoch on two (faked CPU) devices: batches sharded, parameters replicated."""
+  script = textwrap.dedent(f'''
+    import sys
+    sys.path.insert(0, {TESTS!r})
+    import jax
+    from test_network_trainer import Epochs, make_trainer, regression_data
     from rl.optim import optimizers
-    from rl.learner.network_trainer import Trainer
-    def stream():
-      rng = np.random.default_rng(0)
-      while True:
-        x = rng.normal(size=(8, 3)).astype(np.float32)
-        yield x, x.sum(1, keepdims=True)
-    def mse(p, batch):
-      error = jnp.mean((p - batch[1]) ** 2)
-      return error, {'mse': error}
-    t = Trainer(nn.Dense(1), optimizers.Adam, lambda s: 1e-2, mse, inputs=stream)
-    m = t.train_epoch(10, n_eval_steps=1)
+    trainer = make_trainer(lr=1e-2, optimizer=optimizers.Adam)
+    m, _, _ = Epochs(trainer)(regression_data(), jax.random.PRNGKey(0), n_steps=10,
+                              n_eval_steps=1)
     print(jax.local_device_count(), repr(m['loss']), repr(m['mse']))
   ''')
   def run(devices):
