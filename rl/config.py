@@ -7,7 +7,8 @@ rl.errors.ConfigError line that names the fix: an unknown configurable or
 parameter (with the closest name), a value that is not a Python literal, a
 required value left unbound, a number of the wrong type (rl.configurables),
 and bad values the constructors refuse (`construct`). Only gin's public API
-is used.
+is used. A config names the configurables of the modules imported so far;
+rl.experiment imports all of the package's.
 """
 import ast
 import difflib
@@ -17,22 +18,10 @@ import re
 
 import gin
 
-# Imported for their gin registrations, so that every config parsed here can name them.
-from rl import algorithms  # pylint: disable=unused-import
-from rl import compiler  # pylint: disable=unused-import
 from rl import configurables
-from rl.envs import task  # pylint: disable=unused-import
 from rl.errors import ConfigError
 from rl.errors import OutputDirError
 from rl.errors import UserError
-from rl.nets import cnn  # pylint: disable=unused-import
-from rl.nets import heads  # pylint: disable=unused-import
-from rl.nets import mlp  # pylint: disable=unused-import
-from rl.nets import normalizer  # pylint: disable=unused-import
-from rl.ops import advantages  # pylint: disable=unused-import
-from rl.ops import distributions  # pylint: disable=unused-import
-from rl.optim import lr_schedules  # pylint: disable=unused-import
-from rl.optim import optimizers  # pylint: disable=unused-import
 
 # What to show as the value of a required binding that is missing.
 _REQUIRED_EXAMPLES = {'RLTask.env': "'CartPole-v1'", 'train_rl.trainer_class': '@PPO'}

@@ -9,6 +9,7 @@ import gin
 import pytest
 
 from rl import config
+from rl import experiment  # noqa: F401  (registers every configurable the configs name)
 from run_helpers import ROOT
 
 CONFIGS = sorted(glob.glob(os.path.join(ROOT, 'configs', '*.gin')))

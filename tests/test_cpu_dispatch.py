@@ -64,6 +64,7 @@ def test_a_jax_native_run_keeps_asynchronous_dispatch(tmp_path):
 def test_the_env_is_read_from_the_parsed_config_macros_included():
   import gin  # pylint: disable=import-outside-toplevel
   from rl import config  # pylint: disable=import-outside-toplevel
+  from rl import experiment  # pylint: disable=import-outside-toplevel,unused-import  (RLTask)
   try:
     for bindings, env in ((["RLTask.env = 'CartPole-v1'"], 'CartPole-v1'),
                           (["ENV = 'gymnax:CartPole-v1'", 'RLTask.env = %ENV'],
