@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import ChainEnv
 
-from rl import run as run_lib
+from rl import config
 from rl.envs import registry as envs_lib
 from rl.envs import task as task_lib
 from rl.envs.gym_task import GymTask
@@ -77,7 +77,7 @@ def test_the_reserved_rows_pad_the_device_copy_from_the_first_epoch():
 def test_n_replay_epochs_is_the_trainers_not_the_tasks():
   """RLTask has no n_replay_epochs: gin refuses the binding, and the fix names the trainer's."""
   with pytest.raises(ConfigError, match="'RLTask' has no parameter 'n_replay_epochs'"):
-    run_lib.parse_config([], ['RLTask.n_replay_epochs = 3'])
+    config.parse_config([], ['RLTask.n_replay_epochs = 3'])
   gin.clear_config()
   assert task_lib.misplaced_binding('n_replay_epochs', 'DQN') == (
       'n_replay_epochs is a trainer parameter: bind DQN.n_replay_epochs instead of '
