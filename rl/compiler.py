@@ -46,24 +46,6 @@ JAX takes compiler options only on a top-level jit, so the small jitted
 helpers that also run inside the runner's programs (distributions' samplers,
 the advantage estimators) keep plain `jax.jit`: inlined into a program, they
 are compiled with its options.
-
-Threefry, unrolled. JAX lowers its threefry hash on CPU as a loop of five
-iterations (elsewhere it writes the twenty rounds out), to keep programs
-that hash a great deal small. Every key split is a threefry hash, with the
-"rbg" keys as with the default ones, and the runner splits keys of a few
-words at every drawn batch and every acting step: there each iteration of
-that loop is a handful of tiny kernels of its own, and the loop costs tens
-of microseconds where the written-out rounds fuse into one kernel of a
-microsecond or two. `unroll_threefry` (run on import) registers the
-written-out lowering for CPU as well. The arithmetic is the same, so are
-the bits; PPO's twenty batch draws of an epoch take half the time, and the
-programs compile a little faster. One caveat, measured later: a program
-that is little more than one such hash (16 random words, alone) runs slower
-written out, 48 us against 8, because XLA hands the one larger kernel to its
-thread pool; inside the runner's loops the written-out form stays the faster
-(PPO's draw loop: 0.40 against 0.55 ms), and the acting calls measured the
-same either way. It is process-wide (as JAX's own choice was); where JAX's
-internals have moved, it leaves JAX's choice in place.
 """
 import gin
 import jax
@@ -132,23 +114,3 @@ def jit(fun, **kwargs):
   """`jax.jit(fun, **kwargs)`, compiled with the options `configure` set when called."""
   return _Jitted(fun, kwargs)
 
-
-def unroll_threefry():
-  """Lowers threefry on CPU with its rounds written out (see the module doc).
-
-  Returns whether it did: False where this JAX lays out its threefry
-  lowering differently than expected, which leaves JAX's own.
-  """
-  try:
-    # pylint: disable=import-outside-toplevel
-    from jax._src.interpreters import mlir
-    from jax._src.random import threefry2x32
-    primitive = threefry2x32.threefry2x32_p
-    rule = threefry2x32._threefry2x32_lowering_rule  # pylint: disable=protected-access
-  except (ImportError, AttributeError):
-    return False
-  mlir.register_lowering(primitive, rule, platform='cpu')
-  return True
-
-
-UNROLLED_THREEFRY = unroll_threefry()
