@@ -10,14 +10,15 @@ compiled under each set of options:
              configs);
   elemental+calling, fusion+calling: each with Eigen's matrix products on
              the calling thread instead of XLA's thread pool.
-'compile' is the median of --compiles compilations (wall and CPU seconds);
-'epoch' the median of --repeats calls on the same inputs, the sets taking
+'compile' is the one compilation of each (wall and CPU seconds; JAX keeps
+the executable, so a second one would be a cache hit), after a small program
+has been compiled under every set; 'epoch' the median of --repeats calls on the same inputs, the sets taking
 turns so that the load of a shared machine weighs on all of them alike, each
 call's results read back as rl.run reads them. 'cpu' counts every thread of
 the process.
 
 Usage: python benchmarks/compiler_options.py [--trainers ppo,dqn,a2c,ppo_joint]
-         [--repeats 40] [--compiles 3]
+         [--repeats 40]
 """
 import argparse
 import os
@@ -51,15 +52,14 @@ def _parse_args():
   parser.add_argument('--trainers', default='ppo,dqn,a2c,ppo_joint',
                       help=f"comma-separated subset of {', '.join(TRAINERS)}")
   parser.add_argument('--repeats', type=int, default=40, help='timed epochs of each set')
-  parser.add_argument('--compiles', type=int, default=3, help='timed compilations of each set')
   args = parser.parse_args()
   args.trainers = [n for n in args.trainers.split(',') if n]
   unknown = sorted(set(args.trainers) - set(TRAINERS))
   if unknown or not args.trainers:
     parser.error(f"--trainers: unknown {', '.join(unknown) or '(none given)'}; "
                  f"pick from {', '.join(TRAINERS)}")
-  if args.repeats < 1 or args.compiles < 1:
-    parser.error('--repeats and --compiles must be >= 1')
+  if args.repeats < 1:
+    parser.error('--repeats must be >= 1')
   return args
 
 
@@ -70,16 +70,14 @@ def timed(fn):
   return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
-def measure(trainer, repeats, compiles):
-  """{set: (compile wall, compile cpu, epoch wall, epoch cpu)}, medians in seconds."""
+def measure(trainer, repeats):
+  """{set: (compile wall, compile cpu, epoch wall, epoch cpu)} in seconds, epochs' medians."""
   inputs = (trainer.train_state, trainer.epoch_data())
   lowered = jax.jit(trainer.update).lower(*inputs)
   compiled, compile_times = {}, {}
   for name, options in OPTION_SETS.items():
-    runs = [timed(lambda options=options: lowered.compile(compiler_options=dict(options)))
-            for _ in range(compiles)]
-    compiled[name] = runs[0][0]
-    compile_times[name] = [statistics.median(r[i] for r in runs) for i in (1, 2)]
+    compiled[name], *compile_times[name] = timed(
+        lambda options=options: lowered.compile(compiler_options=dict(options)))
 
   def epoch(fn):
     _, results, extra = fn(*inputs)
@@ -100,12 +98,14 @@ def main():
   args = _parse_args()
   # rl.run computes inline on host envs (rl.cpu_dispatch).
   cpu_dispatch.choose(inline=True)
-  print(f'machine: {os.cpu_count()} cores; compile: median of {args.compiles}, '
-        f'epoch: median of {args.repeats}')
+  print(f'machine: {os.cpu_count()} cores; epoch: median of {args.repeats}')
+  # XLA's first compilation under a set of options pays its set-up: not the epoch's.
+  for options in OPTION_SETS.values():
+    jax.jit(lambda x: x * 2 + 1, compiler_options=dict(options)).lower(1.0).compile()
   for name in args.trainers:
     config, n_epochs = TRAINERS[name]
     trainer = build(config, n_epochs)
-    times = measure(trainer, args.repeats, args.compiles)
+    times = measure(trainer, args.repeats)
     reference = times['elemental']
     for options, (c_wall, c_cpu, e_wall, e_cpu) in times.items():
       print(f'{name} ({config}) {options:17s}: compile {c_wall:.2f} s (cpu {c_cpu:.2f} s), '

@@ -1,11 +1,11 @@
 """The runner's PRNG keys: typed JAX keys of one implementation, and their checkpoint form.
 
 Every key the runner makes starts here, so all use one generator, carried by
-the keys themselves rather than by a process-wide JAX setting. 'rbg' draws
-its bits with XLA's RngBitGenerator, whose programs compile faster than
-threefry's (docs/performance.md), and splits and folds keys with threefry, so
-derived streams stay independent. Its numbers are fixed for a JAX version on
-a backend, which exact resume relies on. Under `jax.vmap` (rl.seeds, gymnax's
+the keys themselves rather than by a process-wide JAX setting: JAX's 'rbg'
+(rl.key_impl), which draws its bits with XLA's RngBitGenerator, whose
+programs compile faster than threefry's (docs/performance.md), and splits and
+folds keys with threefry, so derived streams stay independent. Its numbers
+are fixed for a JAX version on a backend, which exact resume relies on. Under `jax.vmap` (rl.seeds, gymnax's
 envs) RngBitGenerator draws every member's bits from the first member's key,
 a block each: the draws stay distinct, but a member's numbers depend on the
 batch it is in.
@@ -15,9 +15,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from rl import compiler
+from rl import key_impl
 from rl.errors import ConfigError
 
-IMPL = 'rbg'
+IMPL = key_impl.IMPL
 
 
 @compiler.jit
@@ -72,6 +73,6 @@ def from_data(data, what='key'):
   if data.shape[-len(expected):] != expected or data.dtype != np.uint32:
     raise ConfigError(
         f'the checkpoint holds a {what} of shape {data.shape} and dtype {data.dtype}, not '
-        f"the {IMPL!r} keys this version of rl uses (shape {expected}, uint32): it was "
+        f"the {key_impl.NAME!r} keys this version of rl uses (shape {expected}, uint32): it was "
         'written by an older version; start the run in a new --output_dir.')
   return jax.random.wrap_key_data(jnp.asarray(data), impl=IMPL)
