@@ -9,8 +9,7 @@ def choose(inline):
   client, so a call after that changes nothing. Numbers do not depend on it.
   """
   # A run on host envs calls its policy at every env step and reads the actions
-  # at once: inline, a call skips the hand-off to the worker thread and back,
-  # which doubles its collection's speed (docs/performance.md). JAX-native runs
-  # dispatch their next epoch before they read the current one's metrics, which
-  # needs asynchronous dispatch.
+  # at once: inline, a call skips the hand-off to the worker thread and back
+  # (docs/performance.md). JAX-native runs dispatch their next epoch before they
+  # read the current one's metrics, which needs asynchronous dispatch.
   jax.config.update('jax_cpu_enable_async_dispatch', not inline)

@@ -1,13 +1,10 @@
 """The runner's PRNG key implementation: JAX's 'rbg' keys with their threefry hash written out.
 
 'rbg' splits and folds keys with the threefry hash, which JAX lowers on CPU
-as a loop whose every iteration is a handful of tiny kernels; written out,
-its twenty rounds fuse into one. The runner splits keys at every acting step
-and batch draw, so the JAX-native epoch runs about 14% faster and a cold
-CartPole run starts about 0.2 s sooner (docs/performance.md). Defined through
-the public jax.extend.random, for these keys only: the same words as JAX's
-'rbg' (tests/test_key_impl.py), with its random bits from XLA's
-RngBitGenerator.
+as a loop of tiny kernels; written out, its rounds fuse into one kernel, and
+the runner splits keys at every acting step and batch draw
+(docs/performance.md). The same words as JAX's 'rbg' (tests/test_key_impl.py),
+through the public jax.extend.random, for the runner's keys only.
 """
 import jax
 import jax.extend.random
@@ -21,7 +18,9 @@ NAME = 'rl_rbg'
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 
 
-@jax.jit  # one function per shape, called from every key operation of a program
+# Jitted: inside a program it is one function, called by every key operation of
+# the shape, rather than the rounds written out at each (the program compiles faster).
+@jax.jit
 def _threefry(k1, k2, x1, x2):
   """Threefry-2x32 of the counts (x1, x2) under the key (k1, k2), all uint32."""
   ks = (k1, k2, k1 ^ k2 ^ np.uint32(0x1BD11BDA))
