@@ -72,7 +72,7 @@ def timed(fn):
 
 def measure(trainer, repeats):
   """{set: (compile wall, compile cpu, epoch wall, epoch cpu)} in seconds, epochs' medians."""
-  inputs = (trainer.train_state, trainer.epoch_data())
+  inputs = (trainer.learner.train_state, trainer.epoch_data(trainer.learner.epoch))
   lowered = jax.jit(trainer.update).lower(*inputs)
   compiled, compile_times = {}, {}
   for name, options in OPTION_SETS.items():
