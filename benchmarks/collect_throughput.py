@@ -9,8 +9,11 @@ Three loops run at the same number of envs, in one process:
 collect/floor says how much the task's own bookkeeping costs on top of the
 floor; floor/raw says how much the policy call costs on top of the env.
 
+--dispatch async runs the same loops with JAX's asynchronous CPU dispatch,
+against which rl.run's inline dispatch on host envs is measured.
+
 Usage: python benchmarks/collect_throughput.py [--env CartPole-v1] [--n_envs 8]
-         [--steps 20000] [--repeats 5]
+         [--steps 20000] [--repeats 5] [--dispatch inline]
 """
 import argparse
 import os
@@ -45,6 +48,8 @@ def _parse_args():
                       help='env steps per measurement (a multiple of n_envs)')
   parser.add_argument('--repeats', type=int, default=5,
                       help='timed measurements of each loop; the median is reported')
+  parser.add_argument('--dispatch', choices=('inline', 'async'), default='inline',
+                      help="JAX's CPU dispatch (rl.run uses inline on host envs)")
   args = parser.parse_args()
   if args.n_envs < 1 or args.repeats < 1:
     parser.error('--n_envs and --repeats must be >= 1')
@@ -153,8 +158,8 @@ def _timed(loop, n_vector_steps):
 
 def main():
   args = _parse_args()
-  # As rl.run runs host envs: each policy call computed inline (rl.cpu_dispatch).
-  cpu_dispatch.choose(inline=True)
+  # rl.run computes inline on host envs (rl.cpu_dispatch).
+  cpu_dispatch.choose(inline=args.dispatch == 'inline')
   n_vector_steps = args.steps // args.n_envs
   seed = 0
   loops = {

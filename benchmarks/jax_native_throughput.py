@@ -35,7 +35,7 @@ steps). The last line is `jax_native/floor ratio: X.XX` (runner steps/s over
 floor steps/s; the goal is >= 0.8).
 
 Usage: nice -n 10 python benchmarks/jax_native_throughput.py [--updates 25]
-         [--repeats 9] [--seeds 8] [--learn_steps 100000] [--key_impl rbg]
+         [--repeats 9] [--seeds 8] [--learn_steps 100000] [--key_impl rl]
 """
 import argparse
 import os
@@ -54,6 +54,7 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
 from rl import compiler  # noqa: E402  (the runner's compiler options, for both sides)
+from rl import keys as rl_keys  # noqa: E402  (the runner's keys, for both sides)
 
 ENV_ID = 'CartPole-v1'
 HPARAMS = dict(
@@ -72,8 +73,9 @@ def _parse_args():
                       help='seeds of the vmapped floor (0 skips it)')
   parser.add_argument('--learn_steps', type=int, default=100_000,
                       help='env steps of the learning check (0 skips it)')
-  parser.add_argument('--key_impl', default='rbg', choices=('rbg', 'threefry2x32'),
-                      help="PRNG implementation; 'rbg' is what rl.keys uses")
+  parser.add_argument('--key_impl', default='rl', choices=('rl', 'rbg', 'threefry2x32'),
+                      help="the floor's PRNG implementation: rl.keys' ('rl': 'rbg' with "
+                      "threefry written out) or one of JAX's")
   args = parser.parse_args()
   if args.updates < 1 or args.repeats < 1:
     parser.error('--updates and --repeats must be >= 1')
@@ -425,7 +427,8 @@ def measure_interleaved(args, calls, steps):
 
 def main():
   args = _parse_args()
-  init, update, steps_per_update = make_ppo(HPARAMS, args.key_impl)
+  impl = rl_keys.IMPL if args.key_impl == 'rl' else args.key_impl
+  init, update, steps_per_update = make_ppo(HPARAMS, impl)
   print(f'env gymnax {ENV_ID}, PPO {HPARAMS}, {args.updates} updates '
         f'({args.updates * steps_per_update} env steps) per timed call, median of '
         f'{args.repeats}, jax {jax.__version__} on {jax.default_backend()}, '

@@ -102,10 +102,10 @@ class EpochLoop:
   def __call__(self):
     if self._n_steps is None:
       self._start = total_steps(self._trainer)
-      self._trainer.train_epoch()
+      self._trainer.learner.train_epoch()
       self._n_steps = total_steps(self._trainer) - self._start
     else:
-      self._trainer.train_epoch()
+      self._trainer.learner.train_epoch()
     self._calls += 1
     return self._n_steps
 

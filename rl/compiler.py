@@ -1,69 +1,16 @@
-"""`jit`: jax.jit with the compiler options every program of the runner is built with.
+"""`jit`: jax.jit with the XLA options every program of the runner is compiled with.
 
-Every computation the runner compiles goes through `jit`, so a program's
-numbers depend on the program alone: not on which entry point built it, nor
-on XLA_FLAGS or on what else the process compiled before.
+Every program the runner compiles goes through `jit`, so a run's numbers
+depend on its config alone, not on which code path built a program.
+`compiler.fast_compile` (gin) picks XLA's elemental CPU emitters, which
+compile faster and run slower than its fusion emitters: the short
+classic-control runs keep it, the long runs' configs turn it off
+(docs/performance.md). The emitters round some fused reductions differently,
+so the binding is part of what a seed's numbers are.
 
-Which kernels: `compiler.fast_compile` (gin; True by default) has XLA's CPU
-backend generate its fused kernels with its elemental IR emitters
-(`xla_cpu_use_fusion_emitters=False`) rather than its newer MLIR fusion
-emitters. The elemental ones compile about a third faster and run slower:
-  * compile: a2c_cartpole's training program in about 2.0 s instead of
-    2.9 s, and a whole run's programs in about 3.2 s instead of 4.4 s;
-  * run: PPO's CartPole epoch 11% slower and DQN's 13%; over
-    ppo_cartpole's whole 100k-step budget, training 6-10% and collection
-    and evaluation 15-20% slower; ppo_halfcheetah's epoch trains 20% and
-    collects 14% slower.
-A CartPole run solved in thirty epochs spends more of its time compiling
-than training, so the classic-control configs keep the default; a run of
-minutes or hours (MuJoCo, Atari, MinAtar, LunarLander) wins back the extra
-second of compiling many times over, and its config sets
-`compiler.fast_compile = False`. The two emitters order some fused
-reductions differently (the sum of squares of the gradient norm, for one),
-so their results differ in the last bits: the binding is part of what a
-seed's numbers are, is recorded in the run's config, and a resume with it
-changed is refused like any other changed binding. Other backends ignore
-the option.
-
-The same choice says whether the matrix products XLA hands to Eigen run on
-XLA's thread pool (`xla_cpu_multi_thread_eigen`). The short runs' networks
-are small (64x64): a weight gradient of a 256-row batch is a product of a
-few dozen microseconds, which the hand-offs to and from the pool slow down
-rather than speed up. With fast_compile they run on the calling thread:
-PPO's CartPole epoch 3-4% faster, DQN's 3%, A2C's 4%, PPOJoint's 1%,
-with the same bits on every classic-control config. The long runs' configs
-keep the pool, for the larger products of their networks on machines with
-more cores (on 2 cores MinAtar's and HalfCheetah's epochs ran the same either
-way).
-
-The binding takes effect when the runner calls `configure` (after parsing
-the config, before building anything). A function made by `jit` looks the
-options up at every call and keeps one compiled function per set of
-options, so the programs made at import (the key makers) follow it too,
-and several runs in one process (tests, sweeps) each get their own.
-
-JAX takes compiler options only on a top-level jit, so the small jitted
-helpers that also run inside the runner's programs (distributions' samplers,
-the advantage estimators) keep plain `jax.jit`: inlined into a program, they
-are compiled with its options.
-
-Threefry, unrolled. JAX lowers its threefry hash on CPU as a loop of five
-iterations (elsewhere it writes the twenty rounds out), to keep programs
-that hash a great deal small. Every key split is a threefry hash, with the
-"rbg" keys as with the default ones, and the runner splits keys of a few
-words at every drawn batch and every acting step: there each iteration of
-that loop is a handful of tiny kernels of its own, and the loop costs tens
-of microseconds where the written-out rounds fuse into one kernel of a
-microsecond or two. `unroll_threefry` (run on import) registers the
-written-out lowering for CPU as well. The arithmetic is the same, so are
-the bits; PPO's twenty batch draws of an epoch take half the time, and the
-programs compile a little faster. One caveat, measured later: a program
-that is little more than one such hash (16 random words, alone) runs slower
-written out, 48 us against 8, because XLA hands the one larger kernel to its
-thread pool; inside the runner's loops the written-out form stays the faster
-(PPO's draw loop: 0.40 against 0.55 ms), and the acting calls measured the
-same either way. It is process-wide (as JAX's own choice was); where JAX's
-internals have moved, it leaves JAX's choice in place.
+JAX takes compiler options only on a top-level jit: small helpers that also
+run inside the runner's programs keep plain `jax.jit` and, inlined, take the
+program's options.
 """
 import gin
 import jax
@@ -71,8 +18,7 @@ import jax
 # The options of each choice of `configure`; they are passed to every
 # compilation (`jax.jit(..., compiler_options=...)`) and so also enter the
 # persistent compilation cache's keys.
-FAST_COMPILE_OPTIONS = {'xla_cpu_use_fusion_emitters': False,
-                        'xla_cpu_multi_thread_eigen': False}
+FAST_COMPILE_OPTIONS = {'xla_cpu_use_fusion_emitters': False}
 FAST_RUN_OPTIONS = {}
 
 # The options programs are compiled with now (set by `configure`), and the
@@ -87,11 +33,8 @@ def configure(fast_compile=True):
   """Sets the options every program made by `jit` compiles with from now on.
 
   Args:
-    fast_compile: True: XLA's elemental CPU emitters, whose programs compile
-      about a third faster and run 10-20% slower, and Eigen's products on
-      the calling thread (short runs of small networks: the
-      classic-control configs); False: its fusion emitters and threaded
-      products (long runs). See the module doc for the figures.
+    fast_compile: True: XLA's elemental CPU emitters (programs compile
+      faster, run slower: short runs); False: its fusion emitters (long runs).
   """
   global _options, _options_key  # pylint: disable=global-statement
   _options = dict(FAST_COMPILE_OPTIONS if fast_compile else FAST_RUN_OPTIONS)
@@ -104,7 +47,12 @@ def options():
 
 
 class _Jitted:
-  """`jax.jit(fun, **kwargs)` under the current options: one jitted function per set of options."""
+  """`jax.jit(fun, **kwargs)` under the current options: one jitted function per set of options.
+
+  The options are looked up at every call, so functions made at import (the
+  key makers) and several runs in one process (tests, sweeps) follow
+  `configure`.
+  """
 
   def __init__(self, fun, kwargs):
     self._fun = fun
@@ -132,23 +80,3 @@ def jit(fun, **kwargs):
   """`jax.jit(fun, **kwargs)`, compiled with the options `configure` set when called."""
   return _Jitted(fun, kwargs)
 
-
-def unroll_threefry():
-  """Lowers threefry on CPU with its rounds written out (see the module doc).
-
-  Returns whether it did: False where this JAX lays out its threefry
-  lowering differently than expected, which leaves JAX's own.
-  """
-  try:
-    # pylint: disable=import-outside-toplevel
-    from jax._src.interpreters import mlir
-    from jax._src.random import threefry2x32
-    primitive = threefry2x32.threefry2x32_p
-    rule = threefry2x32._threefry2x32_lowering_rule  # pylint: disable=protected-access
-  except (ImportError, AttributeError):
-    return False
-  mlir.register_lowering(primitive, rule, platform='cpu')
-  return True
-
-
-UNROLLED_THREEFRY = unroll_threefry()

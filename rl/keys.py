@@ -1,35 +1,24 @@
 """The runner's PRNG keys: typed JAX keys of one implementation, and their checkpoint form.
 
-Every key the runner makes (parameter init, batch sampling, acting,
-evaluation) starts here, so all of them use the same generator, and the
-choice is carried by the keys themselves (typed keys) instead of a
-process-wide JAX setting that would also change the random numbers of any
-other JAX code in the process.
-
-Why 'rbg' rather than JAX's default threefry: XLA compiles threefry's hash
-as a long chain of integer operations at every place random bits are drawn
-(each layer's initialiser, every batch and action draw), and on the CPU that
-code adds to a run's compile time: measured on PPO CartPole (medians of three
-cold runs each, on a quiet machine), the networks' initial states compiled
-about 0.4 s faster with 'rbg', and nothing else changed measurably. 'rbg' draws its bits with XLA's RngBitGenerator (one
-operation) and still splits and folds keys with threefry, so derived
-streams stay independent. Its numbers are deterministic for a given JAX
-version on a given backend, which is what exact resume and the
-same-seed-same-numbers promise rely on; they may differ across JAX versions
-or backends. Under `jax.vmap` (rl.seeds trains many seeds that way, and
-gymnax steps its envs that way) RngBitGenerator draws every member's bits
-from the first member's key, each member getting its own block of that
-stream: the draws stay distinct, but a member's numbers depend on the batch
-it is in.
+Every key the runner makes starts here, so all use one generator, carried by
+the keys themselves rather than by a process-wide JAX setting: JAX's 'rbg'
+(rl.key_impl), which draws its bits with XLA's RngBitGenerator, whose
+programs compile faster than threefry's (docs/performance.md), and splits and
+folds keys with threefry, so derived streams stay independent. Its numbers
+are fixed for a JAX version on a backend, which exact resume relies on. Under `jax.vmap` (rl.seeds, gymnax's
+envs) RngBitGenerator draws every member's bits from the first member's key,
+a block each: the draws stay distinct, but a member's numbers depend on the
+batch it is in.
 """
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from rl import compiler
+from rl import key_impl
 from rl.errors import ConfigError
 
-IMPL = 'rbg'
+IMPL = key_impl.IMPL
 
 
 @compiler.jit
@@ -50,11 +39,7 @@ def seed_word(seed):
 
 
 def seed_key(seed):
-  """The key of integer `seed`, in one compiled call.
-
-  Made op by op, a key costs three small programs, compiled at a run's start
-  without the runner's compiler options, and three dispatches per key.
-  """
+  """The key of integer `seed`, made by a program of rl.compiler like every other."""
   return _seed_key(seed_word(seed))
 
 
@@ -67,9 +52,7 @@ def _seed_and_folded(seed, data):
 def seed_and_folded(seed, data):
   """(the key of `seed`, that key folded with the integer `data`), in one compiled call.
 
-  The same keys as `seed_key(seed)` and `jax.random.fold_in(seed_key(seed),
-  data)`; made op by op, those compile half a dozen small programs at a run's
-  start (a few tenths of a second on a cold cache).
+  The same keys as `seed_key(seed)` and `jax.random.fold_in(seed_key(seed), data)`.
   """
   return _seed_and_folded(seed_word(seed), np.uint32(data))
 
@@ -90,6 +73,6 @@ def from_data(data, what='key'):
   if data.shape[-len(expected):] != expected or data.dtype != np.uint32:
     raise ConfigError(
         f'the checkpoint holds a {what} of shape {data.shape} and dtype {data.dtype}, not '
-        f"the {IMPL!r} keys this version of rl uses (shape {expected}, uint32): it was "
+        f"the {key_impl.NAME!r} keys this version of rl uses (shape {expected}, uint32): it was "
         'written by an older version; start the run in a new --output_dir.')
   return jax.random.wrap_key_data(jnp.asarray(data), impl=IMPL)

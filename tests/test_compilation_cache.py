@@ -154,12 +154,20 @@ def test_sweep_passes_its_flag_to_every_run(tmp_path):
 
 
 def test_nothing_is_cached_or_compiled_at_import():
-  """rl.run's imports create no device arrays (the cache is set up after them, in main)."""
-  code = ('import rl.run, rl.evaluate; from jax._src import xla_bridge; '
-          'assert not xla_bridge._backends, xla_bridge._backends; import sys; '
+  """rl.run's imports compute nothing (the cache is set up after them, in main).
+
+  A computation would create JAX's CPU client, after which the dispatch chosen
+  by rl.cpu_dispatch no longer takes effect: a long computation made after the
+  choice of inline dispatch is done when its call returns only if nothing ran
+  before it.
+  """
+  code = ('import rl.run, rl.evaluate, sys; from rl import cpu_dispatch; '
+          'cpu_dispatch.choose(inline=True); import jax, jax.numpy as jnp; '
+          'f = jax.jit(lambda x: jax.lax.fori_loop(0, 100, lambda i, y: jnp.tanh(y @ y), x)); '
+          'x = jnp.full((256, 256), 1e-3); f(x).block_until_ready(); print(f(x).is_ready()); '
           "print(sorted(m for m in ('orbax', 'tensorboardX', 'matplotlib', 'ray', 'moviepy', "
           "'launch', 'rl.report') if m in sys.modules))")
   result = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
   assert result.returncode == 0, result.stderr
-  assert result.stdout.strip() == '[]'
+  assert result.stdout.split('\n', 1) == ['True', '[]\n']

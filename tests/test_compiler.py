@@ -106,46 +106,6 @@ def test_xla_accepts_the_options_and_they_keep_a_program_s_results():
     np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
 
 
-# Threefry draws of both key kinds, printed as integers: run in a process
-# that imports rl (the written-out lowering) and in one that does not (JAX's
-# own, a loop on CPU).
-THREEFRY_DRAWS = """
-import sys
-import jax
-if sys.argv[1] == 'rl':
-  from rl import compiler
-  assert compiler.UNROLLED_THREEFRY
-def draws(seed):
-  out = []
-  for impl in ('threefry2x32', 'rbg'):
-    key = jax.random.key(seed, impl=impl)
-    key, sub = jax.random.split(key)
-    out.append(jax.random.key_data(jax.random.split(sub, 5)).ravel())
-    out.append(jax.random.key_data(jax.random.fold_in(key, 7)).ravel())
-    out.append(jax.random.randint(sub, (9,), 0, 1000))
-    out.append(jax.random.uniform(key, (9,)))
-  return out
-for x in jax.jit(draws)(12345):
-  print(' '.join(str(v) for v in x.tolist()))
-"""
-
-
-def test_threefry_is_lowered_without_a_loop_and_draws_the_same_bits():
-  assert compiler.UNROLLED_THREEFRY, 'JAX moved its threefry lowering; see rl/compiler.py'
-  key = jax.random.key(0, impl='rbg')
-  text = compiler.jit(lambda k: jax.random.split(k, 3)).lower(key).compile().as_text()
-  assert 'while' not in text
-  outputs = {}
-  for mode in ('rl', 'jax'):
-    result = subprocess.run([sys.executable, '-c', THREEFRY_DRAWS, mode], cwd=ROOT,
-                            capture_output=True, text=True, timeout=300,
-                            env=dict(os.environ, PYTHONPATH=ROOT))
-    assert result.returncode == 0, result.stderr[-3000:]
-    outputs[mode] = result.stdout
-  assert outputs['rl'].count('\n') == 8
-  assert outputs['rl'] == outputs['jax']
-
-
 def test_configure_switches_the_options_of_functions_already_made():
   f = compiler.jit(lambda x: jnp.sum(jnp.tanh(x) ** 2))
   x = np.linspace(-2, 2, 256, dtype=np.float32)

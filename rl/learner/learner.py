@@ -19,9 +19,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rl import compiler
 from rl import keys
 from rl import metrics as metrics_lib
-from rl.data import packing
 from rl.envs.task import TaskNeeds
 from rl.learner import look_ahead
 from rl.learner.acting import ActingState
@@ -71,9 +71,8 @@ class Learner:
     self.acting = initial_acting_state(seed_key, self.networks[acting.network])
     self.extra = algorithm.initial_extra(self.networks)
     task.build_storage(self.task_needs(acting))
-    # One compiled call trains every network of an epoch; its metrics come
-    # back to the host in one transfer.
-    self._update = packing.PackedJit(self._update_then_metrics)
+    # One compiled call trains every network of an epoch.
+    self._update = compiler.jit(self._update_then_metrics)
     self.look_ahead = look_ahead.LookAhead(self)
 
   def task_needs(self, acting):
@@ -228,8 +227,8 @@ class Learner:
   def train_epoch(self):
     """One epoch of training on the collected data, in one compiled call; returns its metrics."""
     start = time.perf_counter()
-    state, (results, extra) = self._update(self.train_state,
-                                           self.algorithm.epoch_data(self.epoch))
+    state, to_host = self._update(self.train_state, self.algorithm.epoch_data(self.epoch))
+    results, extra = jax.device_get(to_host)
     self.train_state = state
     return self.epoch_metrics(results, extra, start)
 
