@@ -53,10 +53,7 @@ A rerun with every run finished before starts neither.
 import collections
 import concurrent.futures
 import hashlib
-import itertools
-import json
 import os
-import re
 import signal
 import sys
 import time
@@ -64,11 +61,19 @@ import time
 from absl import app
 from absl import flags
 import gin
-import yaml
 
 from launch import backends
 from launch import processes
 from launch.errors import SweepError
+from launch.grid import SEED_BINDING
+from launch.index import INDEX_FILE
+from launch.index import finished_before
+from launch.index import write_index
+from launch.index import BINDING
+from launch.grid import expand
+from launch.grid import gin_bindings
+from launch.grid import load_sweep
+from launch.grid import parse_seeds
 from rl import compilation_cache
 from rl import config
 from rl.envs import gymnax_envs as jax_envs
@@ -120,140 +125,9 @@ flags.DEFINE_float('ray_num_cpus', 1.0, 'CPUs Ray reserves for each rl.run proce
 flags.DEFINE_float('ray_num_gpus', 0.0, 'GPUs Ray reserves for each rl.run process (fractions '
                    'share one).')
 
-INDEX_FILE = 'index.json'
-# The index header's entries every run depends on (see finished_before).
-RUN_KEYS = ('config_files', 'config_digest', 'extra_config')
-SEED_BINDING = 'RLTask.seed'
 ENV_BINDING = 'RLTask.env'
 # The log of a JAX-native grid point's one rl.run, inside the point's folder.
 SEEDS_LOG = 'seeds.log'
-# A gin binding 'name = value' (groups: name, value); a binding of several
-# lines only matches its start.
-_BINDING = re.compile(r'\s*([\w./]+)\s*=\s*(.*?)\s*')
-# Characters kept in folder names; the rest become '_' so names are safe in
-# shells and on every filesystem.
-_UNSAFE = re.compile(r'[^A-Za-z0-9._+-]')
-# Filesystems cap a name at 255 bytes; longer grid-point names are cut and
-# keep a hash of the full name so they stay distinct.
-MAX_NAME = 200
-
-
-# -- the grid -----------------------------------------------------------------------
-
-
-def _check_value(name, value):
-  if isinstance(value, (list, tuple)):
-    for item in value:
-      _check_value(name, item)
-  elif not isinstance(value, (str, int, float, bool, type(None))):
-    raise SweepError(f"sweep value {value!r} of '{name}' is not a number, string, bool, "
-                     'null or list of those.')
-
-
-def validate_sweep(sweep):
-  """Checks a {binding name: [values]} dict; returns it with keys sorted."""
-  if not isinstance(sweep, dict) or not sweep:
-    raise SweepError('the sweep must map gin binding names to lists of values, e.g. '
-                     "'RLTask.gamma: [0.99, 0.95]'.")
-  for name, values in sweep.items():
-    if not isinstance(name, str) or not re.fullmatch(r'[\w./]+\.\w+', name):
-      raise SweepError(f"sweep key {name!r} is not a gin binding name like 'RLTask.gamma'.")
-    if name == SEED_BINDING:
-      raise SweepError(f'sweep seeds with --seeds, not {SEED_BINDING}.')
-    if not isinstance(values, list) or not values:
-      raise SweepError(f"sweep values of '{name}' must be a non-empty list, e.g. "
-                       f"'{name}: [a, b]'.")
-    for value in values:
-      _check_value(name, value)
-  # Sorted so the folder names do not depend on the order of the YAML file.
-  return {name: sweep[name] for name in sorted(sweep)}
-
-
-class _Loader(yaml.SafeLoader):
-  """PyYAML follows YAML 1.1, which reads 1e-3 as a string; learning rates need floats."""
-
-
-_Loader.add_implicit_resolver(
-    'tag:yaml.org,2002:float',
-    re.compile(r'^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$'),
-    list('-+0123456789'))
-
-
-def load_sweep(path):
-  try:
-    with open(path) as f:
-      sweep = yaml.load(f, Loader=_Loader)  # safe: _Loader is a SafeLoader
-  except OSError as e:
-    raise SweepError(f"cannot read sweep file '{path}' ({e.strerror}).") from None
-  except yaml.YAMLError as e:
-    raise SweepError(f"sweep file '{path}' is not valid YAML: "
-                     f"{' '.join(str(e).split())[:200]}") from None
-  try:
-    return validate_sweep(sweep)
-  except SweepError as e:
-    raise SweepError(f"sweep file '{path}': {e}") from None
-
-
-def gin_value(value):
-  """`value` as gin source text: strings quoted, numbers as is, lists as tuples."""
-  if isinstance(value, str) and value[:1] in ('@', '%'):
-    return value  # a reference or macro would stop being one inside quotes
-  if isinstance(value, (list, tuple)):
-    return '(' + ''.join(gin_value(v) + ', ' for v in value).rstrip(' ') + ')'
-  return repr(value)
-
-
-def _name_text(value):
-  """The readable text of a value in a folder name: strings without their quotes."""
-  if isinstance(value, (list, tuple)):
-    return 'x'.join(_name_text(v) for v in value)
-  return value if isinstance(value, str) else repr(value)
-
-
-def point_name(bindings):
-  """The folder name of one grid point, e.g. 'RLTask.gamma=0.95,RLTask.n_envs=4'."""
-  name = ','.join(f'{_UNSAFE.sub("_", k)}={_UNSAFE.sub("_", _name_text(v))}'
-                  for k, v in sorted(bindings.items()))
-  if len(name) > MAX_NAME:
-    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
-    name = f'{name[:MAX_NAME - 13]}~{digest}'
-  return name
-
-
-def expand(sweep, seeds):
-  """Every grid point x seed, in a fixed order, as dicts: folder, bindings, seed.
-
-  Raises SweepError if two runs would share a folder (values that differ only
-  in characters the folder name replaces).
-  """
-  sweep = validate_sweep(sweep)
-  runs = []
-  for values in itertools.product(*sweep.values()):
-    bindings = dict(zip(sweep, values))
-    for seed in seeds:
-      runs.append({'folder': f'{point_name(bindings)}/seed_{seed}', 'bindings': bindings,
-                   'seed': seed})
-  seen = {}
-  for run in runs:
-    other = seen.setdefault(run['folder'], run)
-    if other is not run:
-      raise SweepError(f"sweep values {other['bindings']} and {run['bindings']} map to the "
-                       f"same folder '{run['folder']}'; make them differ in letters or digits.")
-  return runs
-
-
-def gin_bindings(bindings):
-  return [f'{name} = {gin_value(value)}' for name, value in bindings.items()]
-
-
-def parse_seeds(texts):
-  try:
-    seeds = [int(t) for t in texts]
-  except ValueError:
-    raise SweepError(f'--seeds must be integers separated by commas, not {texts}.') from None
-  if not seeds or len(set(seeds)) != len(seeds):
-    raise SweepError(f'--seeds must list at least one seed, each once, not {texts}.')
-  return seeds
 
 
 # -- running ------------------------------------------------------------------------
@@ -322,15 +196,6 @@ def job(run, config_files, extra_config, output_dir, allow_config_change=False,
   return kwargs
 
 
-def write_index(output_dir, header, runs):
-  """Rewrites index.json whole, through a rename, so a reader never sees half a file."""
-  path = os.path.join(output_dir, INDEX_FILE)
-  with open(path + '.tmp', 'w') as f:
-    json.dump(dict(header, runs=runs), f, indent=2)
-    f.write('\n')
-  os.replace(path + '.tmp', path)
-
-
 def bound_env():
   """The env id the parsed gin config binds to RLTask.env (macros followed); None if none."""
   try:
@@ -379,61 +244,6 @@ def check_points(config_files, extra_config, runs):
     return hashlib.sha256(gin.config_str().encode()).hexdigest(), jax_points
   finally:
     gin.clear_config()
-
-
-def canonical_bindings(bindings):
-  """--config bindings as a set: the same for every order that cannot change the config.
-
-  Bindings of different parameters commute, so they are sorted; of several
-  bindings of one parameter gin applies the last, so only that one is kept.
-  Anything but one 'name = value' line (an include, an import, several lines)
-  can override what comes before it, so then the list stays as given.
-  """
-  last = {}
-  for binding in bindings:
-    m = _BINDING.fullmatch(binding) if isinstance(binding, str) else None
-    if m is None:
-      return list(bindings)
-    last[m.group(1)] = f'{m.group(1)} = {m.group(2)}'
-  return [last[name] for name in sorted(last)]
-
-
-def _run_keys(header):
-  """The header's RUN_KEYS, its --config bindings as canonical_bindings."""
-  keys = {k: header.get(k) for k in RUN_KEYS}
-  if isinstance(keys['extra_config'], list):
-    keys['extra_config'] = canonical_bindings(keys['extra_config'])
-  return keys
-
-
-def finished_before(output_dir, header, runs):
-  """The folders of `runs` that an earlier invocation of the same sweep finished.
-
-  Same runs: index.json's header has the same RUN_KEYS as `header` (config
-  files, the parsed config's digest and the --config bindings, compared as
-  canonical_bindings) and the run the same bindings and seed; seeds or grid
-  points added since do not matter, nor does the backend. Such runs are
-  skipped rather than started again (a finished rl.run would do nothing, but
-  still costs a process start and a checkpoint restore each). Anything else
-  (no index, another header, a run whose folder is gone) is run, and rl.run
-  sorts out the rest.
-  """
-  try:
-    with open(os.path.join(output_dir, INDEX_FILE)) as f:
-      index = json.load(f)
-  except (OSError, ValueError):
-    return set()
-  if not isinstance(index, dict) or _run_keys(index) != _run_keys(header):
-    return set()
-  wanted = {run['folder']: run for run in runs}
-  done = set()
-  for old in index.get('runs', []):
-    run = wanted.get(old.get('folder'))
-    if (run is not None and old.get('status') == 'finished'
-        and old.get('bindings') == run['bindings'] and old.get('seed') == run['seed']
-        and os.path.isdir(os.path.join(output_dir, run['folder']))):
-      done.add(run['folder'])
-  return done
 
 
 class Interrupted(Exception):
@@ -530,7 +340,7 @@ def run_sweep(runs, config_files, extra_config, output_dir, backend, parallel=No
 
 
 def _binding_name(binding):
-  m = _BINDING.match(binding)
+  m = BINDING.match(binding)
   return m.group(1) if m else None
 
 

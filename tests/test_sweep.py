@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from launch import grid
+from launch import index as index_lib
 from launch import sweep as sweep_lib
 from run_helpers import REINFORCE
 from run_helpers import ROOT
@@ -31,7 +33,7 @@ def cli(*args, timeout=120):
 
 
 def test_expand_is_the_sorted_grid_times_seeds_with_readable_folders():
-  runs = sweep_lib.expand({'RLTask.gamma': [0.99, 0.95], 'MLP.activation_fn': ['tanh']},
+  runs = grid.expand({'RLTask.gamma': [0.99, 0.95], 'MLP.activation_fn': ['tanh']},
                           [0, 1])
   assert [r['folder'] for r in runs] == [
       'MLP.activation_fn=tanh,RLTask.gamma=0.99/seed_0',
@@ -42,25 +44,25 @@ def test_expand_is_the_sorted_grid_times_seeds_with_readable_folders():
   assert runs[2]['bindings'] == {'MLP.activation_fn': 'tanh', 'RLTask.gamma': 0.95}
   assert runs[2]['seed'] == 0
   # The YAML order of the keys does not change the names.
-  swapped = sweep_lib.expand({'MLP.activation_fn': ['tanh'], 'RLTask.gamma': [0.99, 0.95]},
+  swapped = grid.expand({'MLP.activation_fn': ['tanh'], 'RLTask.gamma': [0.99, 0.95]},
                              [0, 1])
   assert [r['folder'] for r in swapped] == [r['folder'] for r in runs]
 
 
 def test_folder_names_are_filesystem_safe_and_collisions_are_refused():
-  name = sweep_lib.point_name({'policy/multifactor.constant': 1e-3, 'RLTask.env': 'a b/c'})
+  name = grid.point_name({'policy/multifactor.constant': 1e-3, 'RLTask.env': 'a b/c'})
   assert name == 'RLTask.env=a_b_c,policy_multifactor.constant=0.001'
-  long_name = sweep_lib.point_name({'A.b': 'x' * 500})
-  assert len(long_name) <= sweep_lib.MAX_NAME
-  assert long_name != sweep_lib.point_name({'A.b': 'x' * 499})
+  long_name = grid.point_name({'A.b': 'x' * 500})
+  assert len(long_name) <= grid.MAX_NAME
+  assert long_name != grid.point_name({'A.b': 'x' * 499})
   with pytest.raises(sweep_lib.SweepError, match='same folder'):
-    sweep_lib.expand({'A.b': ['a b', 'a/b']}, [0])
+    grid.expand({'A.b': ['a b', 'a/b']}, [0])
 
 
 def test_values_become_gin_bindings():
   bindings = {'A.s': 'CartPole-v1', 'A.i': 4, 'A.f': 0.95, 'A.t': True, 'A.r': '@Adam',
               'A.l': [64, 64]}
-  assert sweep_lib.gin_bindings(bindings) == [
+  assert grid.gin_bindings(bindings) == [
       "A.s = 'CartPole-v1'", 'A.i = 4', 'A.f = 0.95', 'A.t = True', 'A.r = @Adam',
       'A.l = (64, 64,)']
 
@@ -75,17 +77,17 @@ def test_values_become_gin_bindings():
 ])
 def test_bad_sweeps_are_refused(sweep, match):
   with pytest.raises(sweep_lib.SweepError, match=match):
-    sweep_lib.validate_sweep(sweep)
+    grid.validate_sweep(sweep)
 
 
 def test_shipped_sweep_file_and_yaml_floats(tmp_path):
-  runs = sweep_lib.expand(
-      sweep_lib.load_sweep(os.path.join(ROOT, 'configs', 'sweeps', 'ppo_cartpole_sweep.yaml')),
+  runs = grid.expand(
+      grid.load_sweep(os.path.join(ROOT, 'configs', 'sweeps', 'ppo_cartpole_sweep.yaml')),
       [0])
   assert [r['folder'] for r in runs] == ['RLTask.gamma=0.99/seed_0', 'RLTask.gamma=0.95/seed_0']
   path = tmp_path / 'lr.yaml'
   path.write_text('A.lr: [1e-3, 2.5e+1]\n')  # YAML 1.1 would read these as strings
-  assert sweep_lib.load_sweep(str(path)) == {'A.lr': [0.001, 25.0]}
+  assert grid.load_sweep(str(path)) == {'A.lr': [0.001, 25.0]}
 
 
 def test_bad_input_exits_2_with_one_line(tmp_path):
@@ -357,7 +359,7 @@ def test_only_the_same_finished_runs_are_skipped(tmp_path):
   included.write_text('RLTask.gamma = 0.9\n')
   config = tmp_path / 'a.gin'
   config.write_text(f"include '{included}'\nRLTask.n_envs = 2\n")
-  runs = sweep_lib.expand({'RLTask.time_limit': [10, 20]}, [0])
+  runs = grid.expand({'RLTask.time_limit': [10, 20]}, [0])
   extra = ['RLTask.max_steps = 5']
   header = {'config_files': [str(config)],
             'config_digest': sweep_lib.check_config([str(config)], extra, runs),
@@ -365,24 +367,24 @@ def test_only_the_same_finished_runs_are_skipped(tmp_path):
   for run in runs:
     os.makedirs(tmp_path / run['folder'])
   index = [dict(runs[0], status='finished'), dict(runs[1], status='failed', error='e')]
-  sweep_lib.write_index(str(tmp_path), header, index)
-  assert sweep_lib.finished_before(str(tmp_path), header, runs) == {runs[0]['folder']}
+  index_lib.write_index(str(tmp_path), header, index)
+  assert index_lib.finished_before(str(tmp_path), header, runs) == {runs[0]['folder']}
   # More seeds or another backend: the finished run is still the same run.
-  assert sweep_lib.finished_before(str(tmp_path), dict(header, seeds=[0, 1], backend='ray'),
+  assert index_lib.finished_before(str(tmp_path), dict(header, seeds=[0, 1], backend='ray'),
                                    runs) == {runs[0]['folder']}
   # Another --config, or an edited config file (an included one too): all run again.
-  assert not sweep_lib.finished_before(str(tmp_path), dict(header, extra_config=[]), runs)
+  assert not index_lib.finished_before(str(tmp_path), dict(header, extra_config=[]), runs)
   included.write_text('RLTask.gamma = 0.8\n')
   edited = dict(header, config_digest=sweep_lib.check_config([str(config)], extra, runs))
   assert edited['config_digest'] != header['config_digest']
-  assert not sweep_lib.finished_before(str(tmp_path), edited, runs)
+  assert not index_lib.finished_before(str(tmp_path), edited, runs)
   # A finished run whose folder was deleted runs again.
   os.rmdir(tmp_path / runs[0]['folder'])
-  assert not sweep_lib.finished_before(str(tmp_path), header, runs)
+  assert not index_lib.finished_before(str(tmp_path), header, runs)
 
 
 def test_config_bindings_compare_as_a_set_where_order_cannot_matter():
-  canonical = sweep_lib.canonical_bindings
+  canonical = index_lib.canonical_bindings
   assert canonical(['A.x = 1', 'B.y = 2']) == canonical(['B.y=2', ' A.x =  1'])
   # Of two bindings of one parameter the last is the one gin applies.
   assert canonical(['A.x = 1', 'A.x = 2']) == canonical(['A.x = 2'])
@@ -503,11 +505,11 @@ class RecordingBackend:
 
 def test_a_grid_over_the_env_groups_only_the_jax_native_points_seeds(tmp_path):
   """Per point, from its parsed config: gymnax points one process, gymnasium a process a seed."""
-  runs = sweep_lib.expand({'RLTask.env': ['CartPole-v1', 'gymnax:CartPole-v1']}, [0, 1])
+  runs = grid.expand({'RLTask.env': ['CartPole-v1', 'gymnax:CartPole-v1']}, [0, 1])
   _, jax_points = sweep_lib.check_points([PPO_GYM], [], runs)
   assert jax_points == {'RLTask.env=gymnax_CartPole-v1'}
   # The env of the config file, or through a macro, counts as much as the grid's.
-  one = sweep_lib.expand({'PPO.epsilon': [0.2]}, [0])
+  one = grid.expand({'PPO.epsilon': [0.2]}, [0])
   assert sweep_lib.check_points([PPO_JAX], [], one)[1] == {'PPO.epsilon=0.2'}
   assert sweep_lib.check_points([PPO_GYM], [], one)[1] == set()
   macro = ["ENV = 'gymnax:CartPole-v1'", 'RLTask.env = %ENV']
@@ -538,7 +540,7 @@ def test_a_grid_over_the_env_groups_only_the_jax_native_points_seeds(tmp_path):
 
 
 def test_a_jax_native_point_runs_only_its_unfinished_seeds_and_fails_them_together(tmp_path):
-  runs = sweep_lib.expand({'PPO.epsilon': [0.1, 0.2]}, [0, 1, 2])
+  runs = grid.expand({'PPO.epsilon': [0.1, 0.2]}, [0, 1, 2])
   together = {'PPO.epsilon=0.1', 'PPO.epsilon=0.2'}
   skipped = {'PPO.epsilon=0.1/seed_1', 'PPO.epsilon=0.2/seed_0', 'PPO.epsilon=0.2/seed_1',
              'PPO.epsilon=0.2/seed_2'}
