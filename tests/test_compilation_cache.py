@@ -157,7 +157,7 @@ def test_nothing_is_cached_or_compiled_at_import():
   """rl.run's imports compute nothing (the cache is set up after them, in main).
 
   A computation would create JAX's CPU client, after which the dispatch chosen
-  by rl.cpu_dispatch no longer takes effect: a long computation made after the
+  by rl.cpu_dispatch does not take effect: a long computation made after the
   choice of inline dispatch is done when its call returns only if nothing ran
   before it.
   """

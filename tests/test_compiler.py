@@ -93,7 +93,7 @@ def test_every_program_of_a_run_is_built_with_the_compiler_options(tmp_path, nam
 
 
 def test_xla_accepts_the_options_and_they_keep_a_program_s_results():
-  # An XLA that no longer knows an option refuses to compile; this says so
+  # An XLA that does not know an option refuses to compile; this says so
   # by name rather than through every run failing.
   def f(x, w):
     h = jnp.tanh(x @ w)

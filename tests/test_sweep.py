@@ -123,7 +123,7 @@ def test_flags_that_would_not_act_on_a_sweep_are_refused(tmp_path):
   grid.write_text('RLTask.gamma: [0.9]\n')
   base = [f'--config_file={REINFORCE}', f'--sweep={grid}', f'--output_dir={tmp_path / "o"}']
   assert_refused(cli(*base, '--seed=5'), '--seeds=5')
-  # orbax defines this flag; the sweep no longer imports orbax (rl.data.checkpoints
+  # orbax defines this flag; the sweep does not import orbax (rl.data.checkpoints
   # loads it at the first checkpoint), so it is an unknown flag here.
   assert_refused(cli(*base, '--experimental_orbax_use_distributed_barrier'),
                  "flag 'experimental_orbax_use_distributed_barrier'")

@@ -44,7 +44,6 @@ class PolicyTrainer(RLTrainer):
                policy_batch_size=64, policy_train_steps_per_epoch=500,
                policy_evals_per_epoch=1, policy_eval_steps=0, max_slice_length=1, **kwargs):
     super().__init__(task, **kwargs)
-    self._max_slice_length = max_slice_length
     self.policy = PolicyNetwork(task, type(self).__name__, policy_model, policy_optimizer,
                                 policy_lr_schedule, policy_batch_size,
                                 policy_train_steps_per_epoch, policy_evals_per_epoch,
@@ -107,7 +106,7 @@ class PolicyGradientTrainer(PolicyTrainer):
   def epoch_data(self, epoch):
     del epoch
     return {'policy': self.task.slice_data(
-        [-1], whole_trajectories=self._max_slice_length is None)}
+        [-1], whole_trajectories=self.policy.max_slice_length is None)}
 
   def policy_batch(self, data, fields, key, carry, variables):
     del data, key, carry, variables
