@@ -14,6 +14,9 @@ BOX2D = ["box2d>=2.3.10,<2.4"]
 # 1.4, hence gymnasium's range below, and brings matplotlib, seaborn and pandas (about
 # 190 MB on their own; the test extra has them already), hence an extra.
 JAX_ENVS = ["gymnax>=1.0.1,<2"]
+# The documentation site (mkdocs.yml, docs/): MkDocs builds it, with the Material theme
+# (which brings the pymdownx extensions the pages use); tests/test_docs.py builds it strictly.
+DOCS = ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10"]
 
 setup(
     name="rl",
@@ -66,8 +69,11 @@ setup(
         "box2d": BOX2D,
         # JAX-native envs: gymnax (see JAX_ENVS).
         "jax_envs": JAX_ENVS,
+        # The documentation site: mkdocs build --strict (see DOCS).
+        "docs": DOCS,
         # The tests cover all of the above; pytest-xdist runs them in two worker processes.
         "test": ["pytest>=8", "pytest-xdist>=3.6", "matplotlib>=3.8", "ray>=2.40,<3",
-                 "moviepy>=2.1,<3", "pygame>=2.5"] + ATARI + MINATAR + MUJOCO + BOX2D + JAX_ENVS,
+                 "moviepy>=2.1,<3", "pygame>=2.5"] + ATARI + MINATAR + MUJOCO + BOX2D + JAX_ENVS
+                + DOCS,
     },
 )
