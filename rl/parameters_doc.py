@@ -14,6 +14,7 @@ page changes only with the code.
 import argparse
 import contextlib
 import html
+import importlib
 import inspect
 import os
 import re
@@ -21,9 +22,13 @@ import sys
 from typing import NamedTuple
 
 import gin
-import griffe
 
 from rl import configurables
+
+try:
+  import griffe
+except ImportError:  # main() says which package to install
+  griffe = None
 
 DEFAULT_PAGE = os.path.join('docs', 'parameters.md')
 COMMAND = 'python -m rl.parameters_doc'
@@ -118,7 +123,7 @@ def describe(name):
 
 def all_configurables():
   """Every configurable the package registers (with rl.experiment imported), described."""
-  import rl.experiment  # pylint: disable=import-outside-toplevel,unused-import  # registers all
+  importlib.import_module('rl.experiment')  # registers every configurable, as a run does
   return [describe(name) for name in configurables.registered_names()]
 
 
@@ -215,13 +220,21 @@ def main(argv=None):
   parser.add_argument('--output', default=DEFAULT_PAGE,
                       help=f'the page to write or check (default: {DEFAULT_PAGE})')
   args = parser.parse_args(argv)
+  if griffe is None:
+    print("rl.parameters_doc: it parses the docstrings with griffe, which is missing: "
+          "pip install 'griffelib>=2.4,<3' (the test extra has it).", file=sys.stderr)
+    return 1
   described = all_configurables()
   missing = undocumented(described)
   if missing:
     print(f'rl.parameters_doc: no description for {", ".join(missing)}: add each to the '
           "Args: section of the docstring that declares it.", file=sys.stderr)
     return 1
-  text = render(described)
+  try:
+    text = render(described)
+  except ValueError as e:  # a configurable in no area
+    print(f'rl.parameters_doc: {e}', file=sys.stderr)
+    return 1
   rerun = COMMAND if args.output == DEFAULT_PAGE else f'{COMMAND} --output {args.output}'
   if args.check:
     try:

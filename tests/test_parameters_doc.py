@@ -4,8 +4,9 @@ import subprocess
 import sys
 
 import gin
+import pytest
 
-import rl.experiment  # noqa: F401  # pylint: disable=unused-import  # registers every configurable
+import rl.experiment  # registers every configurable
 from rl import configurables
 from rl import parameters_doc
 from run_helpers import ROOT
@@ -144,3 +145,18 @@ def test_an_unwritable_page_is_a_one_line_error(tmp_path):
   result = _doc_command(f'--output={page}')
   assert_one_line_error(result, f'cannot write {page}', '--output')
   assert not page.parent.exists()
+
+
+def test_without_griffe_it_says_which_package_to_install():
+  # The child finds no griffe (a None entry in sys.modules makes its import fail).
+  code = ("import runpy, sys; sys.modules['griffe'] = None; "
+          "runpy.run_module('rl.parameters_doc', run_name='__main__')")
+  result = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+  assert_one_line_error(result, 'griffe', 'pip install')
+
+
+def test_a_configurable_in_no_area_is_named():
+  stray = parameters_doc.Configurable('stray', 'elsewhere.stray', 'A stray.', ())
+  with pytest.raises(ValueError, match=r'stray \(elsewhere\) is in none of the areas'):
+    parameters_doc.render([stray])
