@@ -120,7 +120,7 @@ def _set_for_bases(cls):
 
 
 def declarations(fn):
-  """(declaring class or function, inspect.Parameter) of each keyword parameter of `fn`.
+  """The inspect.Parameter of each keyword parameter of configurable `fn`.
 
   In declaration order, the nearest class first; a parameter that a subclass
   declares again comes from the subclass, and one that a subclass sets for
@@ -133,7 +133,7 @@ def declarations(fn):
                                                           param.VAR_POSITIONAL):
         continue
       seen.add(name)
-      yield target, param
+      yield param
     if isinstance(target, type):
       seen.update(_set_for_bases(target))
 
@@ -143,12 +143,12 @@ def parameters_of(selector):
   fn = find(selector)
   if fn is None:
     return []
-  return sorted(param.name for _, param in declarations(fn))
+  return sorted(param.name for param in declarations(fn))
 
 
 def parameter_default(fn, name):
   """The default of parameter `name` of a configurable (following **kwargs up the MRO)."""
-  for _, param in declarations(fn):
+  for param in declarations(fn):
     if param.name == name:
       return param.default
   return inspect.Parameter.empty

@@ -116,7 +116,7 @@ def describe(name):
   parameters = tuple(
       Parameter(param.name, param.default,
                 next((d[param.name] for d in docs if param.name in d), None))
-      for _, param in configurables.declarations(fn) if _bindable(name, param.name))
+      for param in configurables.declarations(fn) if _bindable(name, param.name))
   summary = inspect.cleandoc(fn.__doc__ or '').split('\n')[0]
   return Configurable(name, f'{fn.__module__}.{fn.__qualname__}', summary, parameters)
 
