@@ -72,8 +72,10 @@ setup(
         # The documentation site: mkdocs build --strict (see DOCS).
         "docs": DOCS,
         # The tests cover all of the above; pytest-xdist runs them in two worker processes.
+        # griffe (griffelib, mkdocstrings' docstring parser) reads the docstrings that
+        # python -m rl.parameters_doc turns into docs/parameters.md, whose test checks it.
         "test": ["pytest>=8", "pytest-xdist>=3.6", "matplotlib>=3.8", "ray>=2.40,<3",
-                 "moviepy>=2.1,<3", "pygame>=2.5"] + ATARI + MINATAR + MUJOCO + BOX2D + JAX_ENVS
-                + DOCS,
+                 "moviepy>=2.1,<3", "pygame>=2.5", "griffelib>=2.4,<3"]
+                + ATARI + MINATAR + MUJOCO + BOX2D + JAX_ENVS + DOCS,
     },
 )

@@ -11,6 +11,7 @@ import inspect
 import math
 import re
 import sys
+import textwrap
 
 import gin
 
@@ -78,18 +79,63 @@ def _string_argument(call, position, keyword):
 
 
 def _signatures(fn):
-  """The parameters of a configurable's signatures, nearest first (up the MRO for a class).
+  """(declaring class or function, its signature's parameters) of a configurable, nearest first.
 
-  Trainers pass most parameters on through **kwargs, so a class's own
-  signature does not list them; its bases' signatures do.
+  Up the MRO for a class: trainers pass most parameters on through **kwargs,
+  so a class's own signature does not list them; its bases' signatures do.
   """
   targets = fn.__mro__ if isinstance(fn, type) else [fn]
   for target in targets:
     init = target.__init__ if isinstance(target, type) else target
     try:
-      yield inspect.signature(init).parameters
+      yield target, inspect.signature(init).parameters
     except (TypeError, ValueError):
       continue
+
+
+def _set_for_bases(cls):
+  """The parameters of its bases that `cls.__init__` sets itself, so a config cannot.
+
+  Those it passes by keyword to `super().__init__(...)` and those it writes
+  into its **kwargs (`kwargs['q_value'] = True`): a binding of one would clash
+  with, or be overwritten by, the class's own value.
+  """
+  init = cls.__dict__.get('__init__')
+  try:
+    tree = ast.parse(textwrap.dedent(inspect.getsource(init)))
+  except (OSError, TypeError):  # no __init__ of its own, or no source
+    return frozenset()
+  varkw = inspect.getfullargspec(inspect.unwrap(init)).varkw
+  names = set()
+  for node in ast.walk(tree):
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        and node.func.attr == '__init__' and isinstance(node.func.value, ast.Call)
+        and isinstance(node.func.value.func, ast.Name) and node.func.value.func.id == 'super'):
+      names.update(k.arg for k in node.keywords if k.arg)
+    elif isinstance(node, ast.Assign):
+      names.update(t.slice.value for t in node.targets
+                   if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
+                   and t.value.id == varkw and isinstance(t.slice, ast.Constant))
+  return frozenset(names)
+
+
+def declarations(fn):
+  """The inspect.Parameter of each keyword parameter of configurable `fn`.
+
+  In declaration order, the nearest class first; a parameter that a subclass
+  declares again comes from the subclass, and one that a subclass sets for
+  its base itself is left out, as are `self`, *args and **kwargs.
+  """
+  seen = set()
+  for target, params in _signatures(fn):
+    for name, param in params.items():
+      if name in seen or name == 'self' or param.kind in (param.VAR_KEYWORD,
+                                                          param.VAR_POSITIONAL):
+        continue
+      seen.add(name)
+      yield param
+    if isinstance(target, type):
+      seen.update(_set_for_bases(target))
 
 
 def parameters_of(selector):
@@ -97,18 +143,14 @@ def parameters_of(selector):
   fn = find(selector)
   if fn is None:
     return []
-  names = set()
-  for params in _signatures(fn):
-    names.update(p for p, v in params.items()
-                 if v.kind not in (v.VAR_KEYWORD, v.VAR_POSITIONAL) and p != 'self')
-  return sorted(names)
+  return sorted(param.name for param in declarations(fn))
 
 
 def parameter_default(fn, name):
   """The default of parameter `name` of a configurable (following **kwargs up the MRO)."""
-  for params in _signatures(fn):
-    if name in params:
-      return params[name].default
+  for param in declarations(fn):
+    if param.name == name:
+      return param.default
   return inspect.Parameter.empty
 
 

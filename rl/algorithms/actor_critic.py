@@ -46,10 +46,11 @@ class ActorCriticTrainer(RLTrainer):
 
   Args:
     task: the RLTask.
-    value_model: value model factory (gin: @Value).
-    value_optimizer: optimizer factory of the value network.
+    value_model: value model factory (gin: @Value); None: @Value.
+    value_optimizer: optimizer factory of the value network (gin: @Adam,
+      @RMSProp, @SGD); None: @Adam.
     value_lr_schedule: learning-rate schedule factory of the value network
-      (e.g. a scoped @value/multifactor).
+      (e.g. a scoped @value/multifactor); None: @multifactor.
     value_batch_size: slices per value batch.
     value_train_steps_per_epoch: value gradient steps per epoch.
     value_evals_per_epoch: the value steps run in this many chunks; the target
@@ -67,20 +68,30 @@ class ActorCriticTrainer(RLTrainer):
     scale_value_targets: train the value net on targets * (1 - gamma), so its
       outputs stay O(reward) whatever the horizon.
     q_value: train a Q(s, a) network instead of V(s) (rl.algorithms.q_baseline).
-    q_value_aggregate: 'mean' | 'max' | 'softmax' | 'logsumexp'.
+    q_value_aggregate: how V(s) is made of the sampled Q(s, a): 'mean',
+      'max', 'softmax' or 'logsumexp'; None: 'logsumexp'.
     q_value_aggregate_max: the reference's boolean alias (True = 'max', False = 'mean').
     q_value_temperature: temperature of 'softmax' and 'logsumexp'.
     q_value_n_samples: actions sampled per state; the number of discrete
       actions (or 'all') enumerates every action.
-    advantage_estimator: gin factory (@gae, @td_lambda, @td_k, @monte_carlo).
+    advantage_estimator: gin factory (@gae, @td_lambda, @td_k, @monte_carlo);
+      None: @gae.
     advantage_normalization: normalise advantages over the real steps of each
       batch before the policy loss.
     advantage_normalization_epsilon: added to the std when normalising.
     advantage_normalization_factor: multiplies the normalised advantages.
-    policy_model, policy_optimizer, policy_lr_schedule, policy_batch_size,
-    policy_train_steps_per_epoch, policy_evals_per_epoch, policy_eval_steps:
-      the policy network's counterparts of the value_* arguments
-      (rl.algorithms.policy_network; gin: @Policy for the model).
+    policy_model: policy model factory (gin: @Policy), called with the
+      action distribution; None: @Policy.
+    policy_optimizer: optimizer factory of the policy network (gin: @Adam,
+      @RMSProp, @SGD); None: @Adam.
+    policy_lr_schedule: learning-rate schedule factory of the policy network
+      (e.g. a scoped @policy/multifactor); None: @multifactor.
+    policy_batch_size: slices per policy batch.
+    policy_train_steps_per_epoch: policy gradient steps per epoch.
+    policy_evals_per_epoch: the policy steps run in this many chunks, with
+      the metrics after each; the last chunk's are reported.
+    policy_eval_steps: 0: the policy metrics are those of the last chunk's
+      training batches; N > 0: of N fresh batches after each chunk.
     max_slice_length: trained steps per slice, for both networks.
     **kwargs: RLTrainer's arguments (n_trajectories_per_epoch,
       n_interactions_per_epoch, n_eval_episodes, eval_temperatures,

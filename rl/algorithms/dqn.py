@@ -74,9 +74,10 @@ class ValueAgent(RLTrainer):
     task: the RLTask.
     value_body: body factory of the Quality network (gin: @MLP); None uses
       Quality's own (gin-bindable) body.
-    value_optimizer: optimizer factory (gin: @Adam, ...).
+    value_optimizer: optimizer factory (gin: @Adam, @RMSProp, @SGD); None:
+      @Adam.
     value_lr_schedule: learning-rate schedule factory (gin: @multifactor or a
-      scoped @value/multifactor).
+      scoped @value/multifactor); None: @multifactor.
     value_batch_size: slices per batch.
     value_train_steps_per_epoch: gradient steps per epoch.
     value_evals_per_epoch: the steps run in this many chunks, with metrics
@@ -279,7 +280,8 @@ class DQN(ValueAgent):
 
   Args:
     advantage_estimator: gin factory (@td_k for n-step targets with
-      n = max_slice_length - 1; @monte_carlo regresses on the stored returns).
+      n = max_slice_length - 1; @monte_carlo regresses on the stored returns);
+      None: @td_k.
     smoothl1loss: Huber (smooth L1) loss; False: squared error.
     double_dqn: bootstrap from Q_target(s, argmax_a Q_online(s, a)).
     **kwargs: ValueAgent's and RLTrainer's arguments.

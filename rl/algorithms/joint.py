@@ -49,9 +49,11 @@ class ActorCriticJointTrainer(RLTrainer):
   Args:
     task: the RLTask.
     joint_model: model factory (gin: @PolicyAndValue; `joint=False` gives
-      separate bodies), called with the action distribution.
-    optimizer: optimizer factory (gin: @Adam, @RMSProp, @SGD).
-    lr_schedule: learning-rate schedule factory (gin: @multifactor).
+      separate bodies), called with the action distribution; None:
+      @PolicyAndValue.
+    optimizer: optimizer factory (gin: @Adam, @RMSProp, @SGD); None: @Adam.
+    lr_schedule: learning-rate schedule factory (gin: @multifactor); None:
+      @multifactor.
     batch_size: slices per batch.
     train_steps_per_epoch: gradient steps per epoch.
     supervised_evals_per_epoch: the steps run in this many chunks, with
@@ -66,7 +68,8 @@ class ActorCriticJointTrainer(RLTrainer):
     normalize_advantages: normalise advantages over the real steps of a batch.
     n_replay_epochs: epochs the buffer keeps (on-policy trainers need 1).
     value_loss_coeff: weight of the value loss in the joint loss.
-    advantage_estimator: gin factory (@monte_carlo, @gae, @td_lambda, @td_k).
+    advantage_estimator: gin factory (@monte_carlo, @gae, @td_lambda, @td_k);
+      None: @monte_carlo.
     added_policy_slice_length: bootstrap steps after the trained ones (the
       estimator's margin; bootstrapping estimators need >= 1).
     scale_value_targets: the value head predicts returns * (1 - gamma).

@@ -24,9 +24,11 @@ class PolicyTrainer(RLTrainer):
   Args:
     task: the RLTask.
     policy_model: policy model factory (gin: @Policy), called with the
-      action distribution.
-    policy_optimizer: optimizer factory (gin: @Adam, @RMSProp, @SGD).
-    policy_lr_schedule: learning-rate schedule factory (gin: @multifactor).
+      action distribution; None: @Policy.
+    policy_optimizer: optimizer factory (gin: @Adam, @RMSProp, @SGD); None:
+      @Adam.
+    policy_lr_schedule: learning-rate schedule factory (gin: @multifactor);
+      None: @multifactor.
     policy_batch_size: slices per policy batch.
     policy_train_steps_per_epoch: policy gradient steps per epoch.
     policy_evals_per_epoch: the steps run in this many chunks, with the
@@ -77,9 +79,11 @@ class PolicyGradientTrainer(PolicyTrainer):
 
   Args:
     task: the RLTask.
-    model: policy model factory (gin: @Policy); called with the distribution.
-    optimizer: optimizer factory (gin: @Adam, @RMSProp, @SGD).
-    lr_schedule: learning-rate schedule factory (gin: @multifactor).
+    model: policy model factory (gin: @Policy), called with the action
+      distribution; None: @Policy.
+    optimizer: optimizer factory (gin: @Adam, @RMSProp, @SGD); None: @Adam.
+    lr_schedule: learning-rate schedule factory (gin: @multifactor); None:
+      @multifactor.
     batch_size: slices per training batch.
     train_steps_per_epoch: gradient steps per epoch; each draws a fresh batch
       from the newest epoch's trajectories (1 keeps REINFORCE on-policy).

@@ -36,8 +36,9 @@ class RLTrainer:
     task: the RLTask (passed by the runner, not bindable in gin).
     n_trajectories_per_epoch: complete trajectories to collect per epoch.
     n_interactions_per_epoch: env steps to collect per epoch (a multiple of
-      RLTask.n_envs). Give at most one of the two. With neither, an epoch is
-      DEFAULT_N_TRAJECTORIES_PER_EPOCH (10) complete trajectories.
+      RLTask.n_envs). Give it or n_trajectories_per_epoch, not both; with
+      neither, an epoch is DEFAULT_N_TRAJECTORIES_PER_EPOCH (10) complete
+      trajectories.
     n_eval_episodes: greedy evaluation episodes after each epoch's training
       (0: no evaluation).
     eval_temperatures: sampling temperatures of the evaluation; 0 is greedy

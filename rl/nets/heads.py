@@ -107,7 +107,18 @@ def Policy(policy_distribution: Any,
            body: Callable[[], nn.Module] | None = None,
            normalizer: Callable[[], nn.Module] | None = None,
            head_init_range: float | None = None) -> PolicyModel:
-  """Policy network producing distribution inputs [B, L, dist.n_inputs]."""
+  """Policy network producing distribution inputs [B, L, dist.n_inputs].
+
+  Args:
+    policy_distribution: the action distribution whose inputs the head
+      outputs (passed by the trainer, not bindable in gin).
+    body: body factory (gin: @MLP, @AtariCnnBody, @MinAtarCnnBody); None:
+      @MLP.
+    normalizer: observation normaliser factory (gin: @Normalize); None: the
+      observations go in as they are.
+    head_init_range: the head's kernel starts uniform in [-r, r]; None:
+      orthogonal with gain 0.01, a near-uniform initial policy.
+  """
   return PolicyModel(body=_build(body, MLP),
                      n_inputs=_n_inputs(policy_distribution),
                      normalizer=_build(normalizer, None),
@@ -212,7 +223,28 @@ def Value(body: Callable[[], nn.Module] | None = None,
           inject_actions_dim: int = 64,
           inject_actions_n_layers: int = 1,
           multiplicative_action_injection: bool = False) -> ValueModel:
-  """Value network V(s) -> [B, L, 1], or Q(s, a) with `inject_actions`."""
+  """Value network V(s) -> [B, L, 1], or Q(s, a) with `inject_actions`.
+
+  Args:
+    body: body factory (gin: @MLP, @AtariCnnBody, @MinAtarCnnBody); None:
+      @MLP.
+    normalizer: observation normaliser factory (gin: @Normalize); None: the
+      observations go in as they are.
+    head_init_range: the head's kernel starts uniform in [-r, r]; None:
+      orthogonal with gain 1.
+    inject_actions: make Q(s, a): the body's features are combined with the
+      action before the head (set by the trainers with q_value on).
+    is_discrete: the actions are integers (embedded) rather than vectors (set
+      by the trainer from the action space with inject_actions).
+    vocab_size: the number of discrete actions the embedding holds (set by
+      the trainer with inject_actions).
+    inject_actions_dim: width of the action embedding and of the Dense
+      layers after the combination.
+    inject_actions_n_layers: Dense layers after features and actions are
+      combined (with MLP's activation).
+    multiplicative_action_injection: combine as LayerNorm(features *
+      tanh(action embedding)) instead of their sum.
+  """
   injector = None
   if inject_actions:
     dim = int(inject_actions_dim)
@@ -265,7 +297,20 @@ def PolicyAndValue(policy_distribution: Any,
                    normalizer: Callable[[], nn.Module] | None = None,
                    joint: bool = True,
                    head_init_range: float | None = None) -> PolicyAndValueModel:
-  """Policy and value heads on one body (joint) or on two separate bodies."""
+  """Policy and value heads on one body (joint) or on two separate bodies.
+
+  Args:
+    policy_distribution: the action distribution whose inputs the policy
+      head outputs (passed by the trainer, not bindable in gin).
+    body: body factory (gin: @MLP, @AtariCnnBody, @MinAtarCnnBody); None:
+      @MLP.
+    normalizer: observation normaliser factory (gin: @Normalize); None: the
+      observations go in as they are.
+    joint: True: one body feeds both heads; False: the body factory is
+      called twice, one body per head.
+    head_init_range: both heads' kernels start uniform in [-r, r]; None:
+      orthogonal, gain 0.01 (policy) and 1 (value).
+  """
   n_inputs = _n_inputs(policy_distribution)
   norm = _build(normalizer, None)
   if joint:
@@ -299,7 +344,18 @@ def Quality(n_actions: int = 2,
             body: Callable[[], nn.Module] | None = None,
             normalizer: Callable[[], nn.Module] | None = None,
             head_init_range: float | None = None) -> QualityModel:
-  """Q-network with one output per discrete action."""
+  """Q-network with one output per discrete action.
+
+  Args:
+    n_actions: outputs, one per discrete action (DQN passes its env's
+      action count).
+    body: body factory (gin: @MLP, @AtariCnnBody, @MinAtarCnnBody); None:
+      @MLP.
+    normalizer: observation normaliser factory (gin: @Normalize); None: the
+      observations go in as they are.
+    head_init_range: the head's kernel starts uniform in [-r, r]; None:
+      orthogonal with gain 1.
+  """
   return QualityModel(body=_build(body, MLP), n_actions=int(n_actions),
                       normalizer=_build(normalizer, None),
                       head_init_range=head_init_range)

@@ -48,7 +48,17 @@ def MLP(layer_widths: Sequence[int] = (64, 64),
         activation_fn: str | Callable = 'relu',
         out_activation: bool = True,
         flatten: bool = True) -> MLPModule:
-  """Builds an MLP body (see `MLPModule`)."""
+  """Builds an MLP body (see `MLPModule`).
+
+  Args:
+    layer_widths: units of each Dense layer, in order; () is no layer: the
+      (flattened) observations pass through.
+    activation_fn: activation after each layer: 'relu', 'tanh', 'gelu',
+      'elu', 'swish', 'silu', 'sigmoid', 'identity' or 'linear' (rl.nets.activations).
+    out_activation: apply the activation after the last layer too.
+    flatten: flatten each observation to one feature axis first; False:
+      the layers act on the last axis only.
+  """
   # Tuples keep the module hashable/comparable (gin may hand over lists).
   return MLPModule(layer_widths=tuple(int(w) for w in layer_widths),
                    activation_fn=activation_fn,

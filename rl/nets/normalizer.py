@@ -98,5 +98,11 @@ class NormalizeModule(nn.Module):
 
 @gin.configurable
 def Normalize(sample_limit: float = float('inf'), epsilon: float = 1e-5) -> NormalizeModule:
-  """Builds a running observation normaliser (see `NormalizeModule`)."""
+  """Builds a running observation normaliser (see `NormalizeModule`).
+
+  Args:
+    sample_limit: observations folded into the running mean and variance,
+      after which they stay fixed (inf: they never do).
+    epsilon: added to the standard deviation: (x - mean) / (std + epsilon).
+  """
   return NormalizeModule(sample_limit=float(sample_limit), epsilon=float(epsilon))

@@ -268,7 +268,15 @@ def _gae_every_row_core(rewards, values, dones, mask, follows, gamma, lambda_, m
 
 @gin.configurable("monte_carlo")
 def monte_carlo(gamma, margin):
-  """A_t = G_t - V_t with the stored (non-bootstrapped) returns; gamma is unused."""
+  """A_t = G_t - V_t with the stored (non-bootstrapped) returns.
+
+  Args:
+    gamma: unused: the stored returns are discounted with RLTask.gamma
+      already (passed by the trainer).
+    margin: rows after the trained ones that the estimates look ahead
+      through (passed by the trainer: its added_policy_slice_length, or
+      DQN's max_slice_length - 1).
+  """
   del gamma  # The returns were already discounted when they were stored.
   return _estimator(_monte_carlo_core, _check_margin(margin),
                     bootstrap_row_core=_no_bootstrap_row_core)
@@ -276,20 +284,48 @@ def monte_carlo(gamma, margin):
 
 @gin.configurable("td_k")
 def td_k(gamma, margin):
-  """k-step TD advantage with k = margin (cut short by termination or a mask-0 row)."""
+  """k-step TD advantage with k = margin (cut short by termination or a mask-0 row).
+
+  Args:
+    gamma: the discount factor (passed by the trainer: RLTask.gamma; bind
+      that instead).
+    margin: rows after the trained ones that the estimates look ahead
+      through (passed by the trainer: its added_policy_slice_length, or
+      DQN's max_slice_length - 1).
+  """
   return _estimator(_td_k_core, _check_margin(margin, minimum=1),
                     bootstrap_row_core=_td_k_bootstrap_row_core, gamma=gamma)
 
 
 @gin.configurable("td_lambda")
 def td_lambda(gamma, margin, lambda_=0.95):
-  """TD(lambda) advantage: lambda-returns G_t minus V_t, with G_{L-1} = V_{L-1}."""
+  """TD(lambda) advantage: lambda-returns G_t minus V_t, with G_{L-1} = V_{L-1}.
+
+  Args:
+    gamma: the discount factor (passed by the trainer: RLTask.gamma; bind
+      that instead).
+    margin: rows after the trained ones that the estimates look ahead
+      through (passed by the trainer: its added_policy_slice_length, or
+      DQN's max_slice_length - 1).
+    lambda_: weight of the longer look-ahead, in [0, 1]: 0 gives one-step
+      TD errors, 1 Monte-Carlo returns bootstrapped at the margin.
+  """
   return _estimator(_td_lambda_core, _check_margin(margin), gamma=gamma, lambda_=lambda_)
 
 
 @gin.configurable("gae")
 def gae(gamma, margin, lambda_=0.95):
-  """Generalised advantage estimation; equals td_lambda with the same lambda_."""
+  """Generalised advantage estimation; equals td_lambda with the same lambda_.
+
+  Args:
+    gamma: the discount factor (passed by the trainer: RLTask.gamma; bind
+      that instead).
+    margin: rows after the trained ones that the estimates look ahead
+      through (passed by the trainer: its added_policy_slice_length, or
+      DQN's max_slice_length - 1).
+    lambda_: weight of the longer look-ahead, in [0, 1]: 0 gives one-step
+      TD errors, 1 Monte-Carlo returns bootstrapped at the margin.
+  """
   return _estimator(_gae_core, _check_margin(margin), _gae_every_row_core, gamma=gamma,
                     lambda_=lambda_)
 

@@ -153,8 +153,13 @@ _LEARN_STD_MODES = (None, "shared", "separate")
 class Gaussian(_Distribution):
   """Diagonal Gaussian with the means as the first d inputs (d = prod(shape)).
 
-  learn_std: None keeps `std` fixed; 'shared' reads one extra raw input that
-  sets a single std for all dims; 'separate' reads d extra raw inputs.
+  Args:
+    shape: the action shape (from the action space; not bindable in gin).
+    std: the standard deviation, > 0: fixed, or with learn_std the one a
+      raw input of 0 gives (a fresh head's).
+    learn_std: None keeps `std` fixed; 'shared' reads one extra raw input
+      that sets a single std for all dims; 'separate' reads d extra raw
+      inputs, one std per dim.
   """
 
   action_dtype = np.dtype(np.float32)

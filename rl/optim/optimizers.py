@@ -38,7 +38,8 @@ def Adam(  # pylint: disable=invalid-name  # the name configs refer to
   warm up the decay.
 
   Args:
-    learning_rate: float or schedule ``step -> lr``.
+    learning_rate: float or schedule ``step -> lr``; the trainers pass their
+      lr_schedule (set the rate there, e.g. ``multifactor.constant``).
     weight_decay_rate: fraction of every weight removed at each update,
       independently of the learning rate. 0 disables the decay, and then
       ``update`` does not need ``params``.
@@ -83,7 +84,8 @@ def RMSProp(  # pylint: disable=invalid-name  # the name configs refer to
   nearly-empty average; and ``eps`` is added outside the square root.
 
   Args:
-    learning_rate: float or schedule ``step -> lr``.
+    learning_rate: float or schedule ``step -> lr``; the trainers pass their
+      lr_schedule (set the rate there, e.g. ``multifactor.constant``).
     gamma: decay rate of the running average of squared gradients.
     eps: added to ``sqrt(avg)`` to keep the denominator away from 0.
     clip_grad_norm: if set, gradients whose global L2 norm is >= this value
@@ -114,7 +116,8 @@ def SGD(  # pylint: disable=invalid-name  # the name configs refer to
   momentum * v)`` with ``nesterov``.
 
   Args:
-    learning_rate: float or schedule ``step -> lr``.
+    learning_rate: float or schedule ``step -> lr``; the trainers pass their
+      lr_schedule (set the rate there, e.g. ``multifactor.constant``).
     momentum: decay of the velocity; 0 means plain SGD (and no optimizer
       state is kept for a velocity).
     nesterov: use Nesterov momentum; has no effect when ``momentum`` is 0.
