@@ -22,6 +22,7 @@ setup(
     name="rl",
     version="0.1.0",
     description="Gin-configured reinforcement-learning experiment runner on JAX, flax and gymnasium.",
+    license="Apache-2.0",
     python_requires=">=3.11",
     packages=find_packages(include=["rl", "rl.*", "launch", "launch.*"]),
     install_requires=[

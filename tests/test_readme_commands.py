@@ -1,0 +1,176 @@
+"""Every command README.md and docs/getting-started.md show runs, as shown, with tiny epoch counts.
+
+The commands of each page run in order in one temporary folder that links the
+repository's files (configs/, docs/, ...), so a later command (rl.evaluate,
+rl.report) reads the folders an earlier one wrote, and a renamed config or a
+changed flag fails here.
+"""
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from run_helpers import ROOT
+
+PAGES = ['README.md', os.path.join('docs', 'getting-started.md')]
+# The README's first screen: install and train PPO on CartPole; install and test.
+FIRST_COMMANDS = ['pip install . && python -m rl.run --config_file=configs/ppo_cartpole.gin',
+                  "pip install '.[test]' && python -m pytest"]
+# The modules whose commands run here, and what each gets appended to keep it
+# tiny: two epochs a run, and a sweep's grid with one seed (the last --seeds wins).
+TINY = ['--config', 'train_rl.n_epochs=2']
+RUN = {'rl.run': TINY, 'launch.sweep': TINY + ['--seeds=0'], 'rl.evaluate': [], 'rl.report': []}
+# Commands shown but not run here, each with the reason. Their config files
+# must still exist (see `missing_paths`).
+NOT_RUN = {
+    'python -m pytest': 'the test suite itself',
+    'python -m rl.run --config_file=configs/ppo_joint_pong.gin':
+        "the GPU example: an Atari CNN whose first epoch takes minutes on a CPU "
+        "(tests/test_configs.py runs this config for two tiny epochs)",
+}
+# Programs whose commands are not run here, by name, each with the reason.
+NOT_RUN_PROGRAMS = {
+    'pip': 'installs packages; the suite runs on the installed checkout',
+    'tensorboard': 'a server that runs until stopped',
+    'nvidia-smi': 'needs a GPU',
+}
+# Flags whose value is a file of the repository that must exist.
+PATH_FLAGS = ('--config_file', '--sweep')
+
+
+def shown_commands(text):
+  """The commands in a page's fenced bash blocks, one string each (`\\` lines joined)."""
+  commands = []
+  for block in re.findall(r'^```(?:bash|sh|shell|console)\n(.*?)^```', text, re.M | re.S):
+    for line in block.replace('\\\n', ' ').splitlines():
+      line = line.strip()
+      if line.startswith('$ '):
+        line = line[2:]
+      line = re.sub(r'\s+#\s.*$', '', line)  # a trailing comment
+      if line and not line.startswith('#'):
+        commands.append(line)
+  return commands
+
+
+def steps(command):
+  """A command's parts between `&&`, each a list of words."""
+  words = shlex.split(command, comments=True)
+  parts, current = [], []
+  for word in words:
+    if word == '&&':
+      parts.append(current)
+      current = []
+    else:
+      current.append(word)
+  return parts + [current]
+
+
+def module_of(words):
+  """The module of `python -m MODULE ...`, else None."""
+  if len(words) >= 3 and words[0] in ('python', 'python3') and words[1] == '-m':
+    return words[2]
+  return None
+
+
+def plan(command):
+  """What to do with each part of a shown command: ('run', words), ('skip', reason) or ('unknown', words)."""
+  out = []
+  for words in steps(command):
+    joined = shlex.join(words)
+    if joined in NOT_RUN:
+      out.append(('skip', NOT_RUN[joined]))
+    elif words[0] in NOT_RUN_PROGRAMS:
+      out.append(('skip', NOT_RUN_PROGRAMS[words[0]]))
+    elif module_of(words) in RUN:
+      out.append(('run', words))
+    else:
+      out.append(('unknown', words))
+  return out
+
+
+def missing_paths(words):
+  """The repository files a command names (config files, sweep files) that do not exist."""
+  missing = []
+  for i, word in enumerate(words):
+    for flag in PATH_FLAGS:
+      value = None
+      if word.startswith(flag + '='):
+        value = word.split('=', 1)[1]
+      elif word == flag and i + 1 < len(words):
+        value = words[i + 1]
+      if value and not os.path.isfile(os.path.join(ROOT, value)):
+        missing.append(value)
+  return missing
+
+
+def check_shown(commands):
+  """Problems found without running anything: unknown commands, missing files."""
+  problems = []
+  for command in commands:
+    for action, detail in plan(command):
+      if action == 'unknown':
+        problems.append(f'{shlex.join(detail)!r}: neither run by this test nor in NOT_RUN '
+                        '(add it there with the reason)')
+    for words in steps(command):
+      problems += [f'{command!r}: {path} does not exist' for path in missing_paths(words)]
+  return problems
+
+
+def workspace(tmp_path):
+  """A folder that links every top-level entry of the repository except runs/."""
+  for name in os.listdir(ROOT):
+    if name != 'runs' and not name.startswith('.'):
+      os.symlink(os.path.join(ROOT, name), tmp_path / name)
+  return tmp_path
+
+
+def page_commands(page):
+  path = os.path.join(ROOT, page)
+  if not os.path.exists(path):
+    pytest.skip(f'{page} does not exist')
+  with open(path, encoding='utf-8') as f:
+    return shown_commands(f.read())
+
+
+def test_the_readme_opens_with_the_two_commands():
+  assert page_commands('README.md')[:2] == FIRST_COMMANDS
+
+
+def test_the_readme_shows_every_module_this_test_runs():
+  shown = {module_of(words) for command in page_commands('README.md')
+           for words in steps(command)}
+  assert set(RUN) <= shown, set(RUN) - shown
+
+
+def test_a_renamed_config_or_an_unknown_command_is_caught():
+  text = ('```bash\npython -m rl.run --config_file=configs/renamed.gin\n'
+          'python -m rl.evaluat --output_dir=runs/x\n```\n')
+  problems = check_shown(shown_commands(text))
+  assert len(problems) == 2, problems
+  assert 'configs/renamed.gin does not exist' in problems[0]
+  assert "'python -m rl.evaluat --output_dir=runs/x': neither run" in problems[1]
+
+
+@pytest.mark.parametrize('page', PAGES)
+def test_every_shown_command_runs(page, tmp_path):
+  commands = page_commands(page)
+  problems = check_shown(commands)
+  assert not problems, '\n'.join(problems)
+  folder = workspace(tmp_path)
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+      [ROOT] + ([os.environ['PYTHONPATH']] if os.environ.get('PYTHONPATH') else [])))
+  ran = 0
+  for command in commands:
+    for action, words in plan(command):
+      if action != 'run':
+        continue
+      args = [sys.executable] + words[1:] + RUN[module_of(words)]
+      result = subprocess.run(args, cwd=folder, env=env, capture_output=True, text=True,
+                              timeout=300)
+      assert result.returncode == 0, (f'{page}: {shlex.join(words)} exited '
+                                      f'{result.returncode}:\n{result.stderr[-2000:]}')
+      ran += 1
+  assert ran, f'{page} shows no command this test runs'
