@@ -239,6 +239,37 @@ def config_bindings(config_str):
   return bindings
 
 
+def _selector(key):
+  """'scope/Selector' of a binding key 'scope/Selector.param'; a macro's name is its own."""
+  return key.rpartition('.')[0] or key
+
+
+def unused_bindings():
+  """Keys of the parsed config's bindings whose configurable (or macro) the run never used.
+
+  gin's operative config lists the configurables that were called, each with
+  the parameters it read from the config. A binding is counted as used once
+  its configurable is among them: a caller that passes a parameter itself
+  leaves that parameter out, and a binding of it still documents the run.
+  Call it once the run is built (rl.experiment.prepared_run).
+  """
+  used = {_selector(key) for key in config_bindings(gin.operative_config_str())}
+  return [key for key in config_bindings(gin.config_str()) if _selector(key) not in used]
+
+
+def unused_bindings_warning(keys, max_named=5):
+  """One line naming the bindings of `keys` (unused_bindings) and what the run uses instead."""
+  named = ', '.join(keys[:max_named]) + (f' and {len(keys) - max_named} more'
+                                         if len(keys) > max_named else '')
+  used = config_bindings(gin.operative_config_str())
+  runs = ', '.join(f'{k} = {used[k]}' for k in ('train_rl.trainer_class', 'RLTask.env')
+                   if k in used)
+  one = len(keys) == 1
+  return (f"binding{'' if one else 's'} {named} {'was' if one else 'were'} not used by this "
+          f"run ({runs}), so {'it has' if one else 'they have'} no effect; check the "
+          "configurable's name or remove the binding.")
+
+
 def _binds_default(key, value):
   """Whether binding `key` ('scope/selector.param') to the gin text `value` restates its default."""
   selector, _, param = key.rpartition('.')

@@ -211,6 +211,7 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
   task = config.construct(RLTask)
   run = config.construct(train_rl, output_dir=output_dir, task=task)
   learner = run.trainer.learner
+  unused = config.unused_bindings()
 
   os.makedirs(output_dir, exist_ok=True)
   with run_folder.folder_lock(output_dir):
@@ -218,6 +219,10 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
     checkpoint = checkpointer.restore_latest()
     restore(run, output_dir, checkpoint, full_config, allow_config_change, from_saved_config)
     log = run_folder.setup_logging(output_dir, log_prefix)
+    # A warning, not a refusal: a shared include or a sweep's grid binds
+    # parameters of configurables that only some of its runs use.
+    if unused:
+      log.warning('Warning: %s', config.unused_bindings_warning(unused))
     run_folder.save_config(output_dir, gin.operative_config_str())
     if checkpoint is not None:
       log.info('Resuming %s from epoch %d.', output_dir, learner.epoch)
@@ -269,21 +274,37 @@ def execute_seeds(config_files, bindings, output_dir, seeds, allow_config_change
     if not config_files:
       raise ConfigError('give --config_file=<file.gin> or the --output_dir of the seeds.')
     output_dir = run_folder.default_output_dir(config_files)
-  folders = [os.path.join(output_dir, f'seed_{seed}') for seed in seeds]
-  with contextlib.ExitStack() as stack:
-    runs = []
-    for seed, folder in zip(seeds, folders):
-      files = config_files or [run_folder.saved_config(folder)]
-      runs.append(stack.enter_context(prepared_run(
-          files, bindings, folder, seed, allow_config_change, log_prefix=f'seed {seed}: ')))
-    if not runs[0].learner.task.jax_native:
-      for prepared in runs:
-        train(prepared)
+  run_folder.check_seeds_parent(output_dir)
+
+  def prepared(seed):
+    folder = run_folder.seed_folder(output_dir, seed)
+    files = config_files or [run_folder.saved_config(folder)]
+    return prepared_run(files, bindings, folder, seed, allow_config_change,
+                        log_prefix=f'seed {seed}: ')
+
+  # A seed's folder is made when it starts: on JAX-native envs all of them
+  # start together, in one batch; on gymnasium envs each when the one before
+  # it is done.
+  with prepared(seeds[0]) as first:
+    batched = first.learner.task.jax_native
+    runs = [first]
+    if batched:
+      with contextlib.ExitStack() as stack:
+        runs += [stack.enter_context(prepared(seed)) for seed in seeds[1:]]
+        seeds_lib.train_together(runs)
     else:
-      seeds_lib.train_together(runs)
-  for prepared in runs:
-    prepared.log_done()
-  return [prepared.trainer for prepared in runs]
+      train(first)
+  if batched:
+    for run in runs:
+      run.log_done()
+    return [run.trainer for run in runs]
+  first.log_done()
+  for seed in seeds[1:]:
+    with prepared(seed) as run:
+      train(run)
+    run.log_done()
+    runs.append(run)
+  return [run.trainer for run in runs]
 
 
 def mark_time(event):

@@ -1,10 +1,11 @@
 r"""Summarises finished runs: `python -m rl.report RUNS_DIR [--target=475]`.
 
-RUNS_DIR is one run folder (holding metrics.jsonl) or a folder whose
-subfolders, up to 3 levels down, are run folders. Runs whose config.gin
-differ only in RLTask.seed form a group; groups are keyed G1, G2, ... and
-named by the bindings whose values differ between them (or by RUNS_DIR's
-name when there is one group). Only finished runs are summarised: a run is
+RUNS_DIR is one run folder (holding metrics.jsonl) or a folder with run
+folders anywhere below it (a sweep's <point>/seed_<n>, a --seeds run's
+seed_<n>). Runs whose config.gin differ only in RLTask.seed form a group;
+groups are keyed G1, G2, ... and named by the bindings whose values differ
+between them, abbreviated to their parameter names, with a table of those
+bindings in full under the heading (a lone group is named by RUNS_DIR). Only finished runs are summarised: a run is
 finished when its last epoch is its train_rl.n_epochs, or when that epoch's
 eval_return reached its train_rl.stop_at_return; the others are listed under
 their group with the epoch they reached. Training seconds leave out the
@@ -28,18 +29,16 @@ from rl import learning_curves as learning
 from rl.metrics import METRICS_FILE
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
-from rl.config import config_bindings
-from rl.run_folder import CONFIG_FILE
+from rl.run_groups import bindings_table
+from rl.run_groups import group_runs
+from rl.run_groups import run_bindings
 
 FLAGS = flags.FLAGS
 flags.DEFINE_float('target', None, 'Eval return to reach: adds the runs reaching it and '
                    'the median env steps and seconds to the first eval at or above it.')
 
-MAX_DEPTH = 3
-SEED_BINDING = 'RLTask.seed'
 REPORT_FILE = 'report.md'
 PLOT_FILE = 'learning_curves.png'
-UNSET = '(unset)'
 # Legends name groups by their key alone once a name is longer than this.
 LEGEND_NAME_CHARS = 30
 # Group i is drawn in colour C(i % 10) with line style i // 10: 10 colours repeat.
@@ -47,72 +46,19 @@ LINE_STYLES = ('-', '--', ':', '-.')
 
 
 def find_runs(runs_dir):
-  """Sorted run folders: `runs_dir` itself, or its subfolders up to MAX_DEPTH down.
+  """Run folders: `runs_dir` itself, or every folder below it holding metrics.jsonl.
 
-  A run folder's own subfolders (checkpoints, tensorboard) are not searched.
+  In folder order, at any depth. A run folder's own subfolders (checkpoints,
+  tensorboard) are not searched; links to folders are not followed.
   """
-  if os.path.isfile(os.path.join(runs_dir, METRICS_FILE)):
-    return [runs_dir]
   found = []
-
-  def walk(folder, depth):
-    for name in sorted(os.listdir(folder)):
-      path = os.path.join(folder, name)
-      if not os.path.isdir(path):
-        continue
-      if os.path.isfile(os.path.join(path, METRICS_FILE)):
-        found.append(path)
-      elif depth < MAX_DEPTH:
-        walk(path, depth + 1)
-
-  walk(runs_dir, 1)
+  for folder, subfolders, files in os.walk(runs_dir):
+    if METRICS_FILE in files:
+      found.append(folder)
+      subfolders.clear()
+    else:
+      subfolders.sort()
   return found
-
-
-def run_bindings(run_dir):
-  """The run's config bindings without its seed ({} when config.gin is missing)."""
-  path = os.path.join(run_dir, CONFIG_FILE)
-  if not os.path.isfile(path):
-    return {}
-  with open(path) as f:
-    bindings = config_bindings(f.read())
-  bindings.pop(SEED_BINDING, None)
-  return bindings
-
-
-def group_runs(run_dirs, default_name):
-  """[(name, [run_dir, ...])] of runs whose bindings are equal but for the seed.
-
-  Groups keep the order of their first run and are named by `group_names`; a
-  lone group is called `default_name`.
-  """
-  groups = {}
-  for run_dir in run_dirs:
-    bindings = run_bindings(run_dir)
-    groups.setdefault(tuple(sorted(bindings.items())), (bindings, []))[1].append(run_dir)
-  if len(groups) == 1:
-    return [(default_name, next(iter(groups.values()))[1])]
-  names = group_names([bindings for bindings, _ in groups.values()])
-  return [(name, runs) for name, (_, runs) in zip(names, groups.values())]
-
-
-def group_names(all_bindings):
-  """Names telling groups apart: 'k=v, k2=v2' of the bindings whose values differ.
-
-  config.gin lists every parameter of the configurables a run used, defaults
-  included, so a binding that some groups lack belongs to a configurable only
-  the others use (another trainer's parameters): the binding choosing it
-  (train_rl.trainer_class) already differs, and listing each of those as
-  '(unset)' would make names thousands of characters long. Such bindings
-  count only when the names would otherwise not tell every group apart.
-  """
-  keys = sorted(set().union(*all_bindings))
-  differing = [k for k in keys if len({b[k] for b in all_bindings if k in b}) > 1]
-  names = [', '.join(f'{k}={b[k]}' for k in differing if k in b) for b in all_bindings]
-  if '' not in names and len(set(names)) == len(names):
-    return names
-  differing = [k for k in keys if len({b.get(k, UNSET) for b in all_bindings}) > 1]
-  return [', '.join(f'{k}={b.get(k, UNSET)}' for k in differing) for b in all_bindings]
 
 
 def _binding_value(bindings, key):
@@ -196,8 +142,8 @@ def _fmt(value, digits=1):
   return '—' if value is None else f'{value:,.{digits}f}'
 
 
-def format_group(heading, row, run_names, unfinished, target=None):
-  """A group's markdown section: heading, one-row table, its runs.
+def format_group(heading, row, run_names, unfinished, target=None, table=None):
+  """A group's markdown section: heading, its differing bindings, one-row table, its runs.
 
   Args:
     heading: the section's title.
@@ -205,8 +151,9 @@ def format_group(heading, row, run_names, unfinished, target=None):
     run_names: its finished runs' names.
     unfinished: 'name (epoch E of N)' of its other runs.
     target: adds the target columns when given.
+    table: {binding: value} telling the group apart from the others.
   """
-  lines = [f'## {heading}', '']
+  lines = [f'## {heading}', ''] + bindings_table(table or {})
   left_out = 'Unfinished, left out: ' + ', '.join(unfinished)
   if row is None:
     return '\n'.join(lines + ['No finished run. ' + left_out])
@@ -309,13 +256,13 @@ def make_report(runs_dir, target=None):
     raise ValueError(f"'{runs_dir}' is not a folder; pass a run folder or a folder of runs.")
   run_dirs = find_runs(runs_dir)
   if not run_dirs:
-    raise ValueError(f"no {METRICS_FILE} in '{runs_dir}' or its subfolders "
-                     f'(up to {MAX_DEPTH} levels down).')
+    raise ValueError(f"no {METRICS_FILE} in '{runs_dir}' or any folder below it; pass a run "
+                     'folder or a folder of runs.')
   default_name = os.path.basename(os.path.abspath(runs_dir))
   groups = group_runs(run_dirs, default_name)
-  labels = group_labels([name for name, _ in groups])
+  labels = group_labels([name for name, _, _ in groups])
   sections, curves = [], []
-  for (name, group), (heading, label) in zip(groups, labels):
+  for (name, table, group), (heading, label) in zip(groups, labels):
     finished, unfinished = [], []
     for run_dir in group:
       records = read_metrics(run_dir)
@@ -328,7 +275,8 @@ def make_report(runs_dir, target=None):
         unfinished.append(f'{run_name} ({progress})')
     records_per_run = [records for _, records in finished]
     row = summarize_group(name, records_per_run, target) if finished else None
-    sections.append(format_group(heading, row, [n for n, _ in finished], unfinished, target))
+    sections.append(format_group(heading, row, [n for n, _ in finished], unfinished, target,
+                                 table))
     curves.append((label, [learning.eval_curve(records) for records in records_per_run]))
   note = ('Only finished runs are summarised: a run is finished when its last epoch is its '
           'train_rl.n_epochs or its eval_return reached train_rl.stop_at_return. '

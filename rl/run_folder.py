@@ -9,6 +9,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import re
 import sys
 import tempfile
 
@@ -19,6 +20,8 @@ CHECKPOINT_DIR = 'checkpoints'
 CONFIG_FILE = 'config.gin'
 LOCK_FILE = '.lock'
 LOG_FILE = 'log.txt'
+# The folder of each seed of `rl.run --seeds`, under the folder --output_dir names.
+SEED_FOLDER = 'seed_{}'
 
 
 def default_output_dir(config_files):
@@ -98,9 +101,45 @@ def saved_config(output_dir):
                       'folder> to resume one.')
   path = os.path.join(output_dir, CONFIG_FILE)
   if not os.path.isfile(path):
+    seeds = seeds_in(output_dir)
+    if seeds:
+      raise OutputDirError(f"'{output_dir}' holds the seed folders of a --seeds run, not one "
+                           f'run; resume them with --output_dir={output_dir} '
+                           f'--seeds={seeds_flag(seeds)}.')
     raise OutputDirError(f"'{output_dir}' holds no run to resume (no {CONFIG_FILE}); give "
                          '--config_file=<file.gin> to start one there.')
   return path
+
+
+def seed_folder(parent, seed):
+  """Where seed `seed` of a --seeds run in `parent` lives."""
+  return os.path.join(parent, SEED_FOLDER.format(seed))
+
+
+def seeds_in(parent):
+  """The sorted seeds whose run folders (with their config.gin) `parent` holds."""
+  pattern = re.compile(SEED_FOLDER.format(r'(\d+)'))
+  names = os.listdir(parent) if os.path.isdir(parent) else []
+  return sorted(int(m.group(1)) for m in map(pattern.fullmatch, names)
+                if m and os.path.isfile(os.path.join(parent, m.group(0), CONFIG_FILE)))
+
+
+def seeds_flag(seeds):
+  """The --seeds value naming sorted `seeds`, runs of consecutive ones as ranges: '0-3,7'."""
+  parts, start = [], 0
+  for i, seed in enumerate(seeds):
+    if i + 1 == len(seeds) or seeds[i + 1] != seed + 1:
+      parts.append(str(seeds[start]) if start == i else f'{seeds[start]}-{seed}')
+      start = i + 1
+  return ','.join(parts)
+
+
+def check_seeds_parent(path):
+  """Refuses to put seed folders inside the folder of a single run."""
+  if os.path.isfile(os.path.join(path, CONFIG_FILE)):
+    raise OutputDirError(f"'{path}' holds a single run ({CONFIG_FILE}), and --seeds would nest "
+                         'its seed folders inside it; pass another --output_dir for the seeds, '
+                         'or resume that run without --seeds.')
 
 
 def last_checkpoint(checkpointer):

@@ -22,6 +22,12 @@ from rl.errors import ConfigError
 from rl.errors import Interrupted
 from rl.errors import NonFiniteLossError
 
+# The most seeds one --seeds run takes. On JAX-native envs they all train in
+# one batch, their states side by side in device memory; on gymnasium envs
+# they run one after the other in one process. Far more than this is a typo
+# (0-100000) rather than an experiment; a sweep (launch.sweep) spreads more.
+MAX_SEEDS = 1024
+
 
 def parse_seeds(text):
   """'0-7' -> [0, ..., 7]; '0,3,5' -> [0, 3, 5]; ranges and lists mix ('0-2,9')."""
@@ -34,15 +40,25 @@ def parse_seeds(text):
         first, last = int(first), int(last)
         if last < first:
           raise ValueError
+        _check_count(text, len(seeds) + last - first + 1)
         seeds.extend(range(first, last + 1))
       else:
         seeds.append(int(part))
+        _check_count(text, len(seeds))
+    except ConfigError:
+      raise
     except (TypeError, ValueError):
       raise ConfigError(f"--seeds={text!r}: give seeds as a range '0-7', a list '0,3,5' "
                         'or both (0-2,9).') from None
   if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
     raise ConfigError(f'--seeds={text!r} repeats a seed or has a negative one; each seed once.')
   return seeds
+
+
+def _check_count(text, count):
+  if count > MAX_SEEDS:
+    raise ConfigError(f'--seeds={text} asks for {count:,} seeds; one --seeds run takes at most '
+                      f'{MAX_SEEDS:,}: give fewer, or spread them over several runs.')
 
 
 def interrupted_message(parent, stops):

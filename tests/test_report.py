@@ -9,6 +9,7 @@ from matplotlib import image
 import pytest
 
 from rl import report
+from rl import run_groups
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -49,23 +50,26 @@ def _make_run(folder, seed, learning_rate, evals, n_epochs=None, stop_at_return=
 
 @pytest.fixture
 def runs(tmp_path):
-  """Two groups (learning rates) x two seeds; the second group one level deeper."""
+  """Two groups (learning rates) x two seeds; the second group's seeds four levels down."""
   _make_run(str(tmp_path / 'fast' / 'seed_0'), 0, 0.1, [10.0, 500.0, 480.0])
   _make_run(str(tmp_path / 'fast' / 'seed_1'), 1, 0.1, [20.0, 100.0, 490.0])
-  _make_run(str(tmp_path / 'slow' / 'sweep' / 'seed_0'), 0, 0.01, [5.0, 6.0, 7.0])
+  _make_run(str(tmp_path / 'slow' / 'sweep' / 'lr' / 'seed_0'), 0, 0.01, [5.0, 6.0, 7.0])
   # A null eval (no episode ended) is skipped, not taken as the final value.
-  _make_run(str(tmp_path / 'slow' / 'sweep' / 'seed_1'), 1, 0.01, [1.0, 3.0, None])
+  _make_run(str(tmp_path / 'slow' / 'sweep' / 'lr' / 'seed_1'), 1, 0.01, [1.0, 3.0, None])
   return str(tmp_path)
 
 
-def test_runs_are_found_up_to_three_levels_and_grouped_by_config_but_seed(runs):
+def test_runs_are_found_at_any_depth_and_grouped_by_config_but_seed(runs):
+  # A run folder's own subfolders are not searched.
+  _make_run(os.path.join(runs, 'fast', 'seed_0', 'checkpoints', 'stray'), 0, 0.5, [1.0])
   found = report.find_runs(runs)
   assert [os.path.relpath(r, runs) for r in found] == [
-      'fast/seed_0', 'fast/seed_1', 'slow/sweep/seed_0', 'slow/sweep/seed_1']
+      'fast/seed_0', 'fast/seed_1', 'slow/sweep/lr/seed_0', 'slow/sweep/lr/seed_1']
   groups = report.group_runs(found, 'x')
   # Named by the one binding that differs between groups (not env, not seed).
-  assert [(name, len(members)) for name, members in groups] == [
-      ('Adam.learning_rate=0.1', 2), ('Adam.learning_rate=0.01', 2)]
+  assert [(name, table, len(members)) for name, table, members in groups] == [
+      ('learning_rate=0.1', {'Adam.learning_rate': '0.1'}, 2),
+      ('learning_rate=0.01', {'Adam.learning_rate': '0.01'}, 2)]
 
 
 def test_report_numbers_with_target(runs):
@@ -76,11 +80,12 @@ def test_report_numbers_with_target(runs):
   # Finals 480 and 490: mean 485, population std 5; best 500. Each run trains
   # epochs 2 and 3 (4 s each: 8 s) after its 20 s first epoch. Seed 0 reaches
   # 475 at epoch 2 (200 steps, 4 s after the first epoch), seed 1 at epoch 3 (300, 8 s).
-  assert fast.startswith('G1: Adam.learning_rate=0.1\n')
+  assert fast.startswith('G1: learning_rate=0.1\n\n| binding | value |\n|---|---|\n'
+                         '| Adam.learning_rate | 0.1 |\n')
   assert '| 2 | 485.0 ± 5.0 | 500.0 | 8.0 | 20.0 | 2/2 | 250 | 6.0 |' in fast
   assert 'fast/seed_0, fast/seed_1' in fast
   # Finals 7 and 3 (the null eval skipped): 5 ± 2; best 7; no run reaches 475.
-  assert slow.startswith('G2: Adam.learning_rate=0.01\n')
+  assert slow.startswith('G2: learning_rate=0.01\n')
   assert '| 2 | 5.0 ± 2.0 | 7.0 | 8.0 | 20.0 | 0/2 | — | — |' in slow
   assert 'runs reaching 475' in text
 
@@ -135,9 +140,11 @@ def test_cli_prints_the_report_and_rejects_a_folder_without_runs(runs, tmp_path)
 
 
 def test_groups_told_apart_only_by_a_binding_one_lacks_name_it_unset():
-  names = report.group_names([{'RLTask.env': "'CartPole-v1'", 'Policy.normalizer': '@Norm'},
-                              {'RLTask.env': "'CartPole-v1'"}])
-  assert names == ['Policy.normalizer=@Norm', 'Policy.normalizer=(unset)']
+  tables = run_groups.differing_bindings([
+      {'RLTask.env': "'CartPole-v1'", 'Policy.normalizer': '@Norm'},
+      {'RLTask.env': "'CartPole-v1'"}])
+  assert tables == [{'Policy.normalizer': '@Norm'}, {'Policy.normalizer': '(unset)'}]
+  assert run_groups.group_names(tables) == ['normalizer=@Norm', 'normalizer=(unset)']
 
 
 # A trainer's operative config.gin: every parameter, defaults included, scoped by
@@ -172,9 +179,10 @@ def test_14_groups_get_short_names_and_a_readable_plot_without_warnings(tmp_path
   headings = [line for line in text.splitlines() if line.startswith('## ')]
   # Named by the bindings that differ; seeds pooled; the other trainer's unset
   # parameters left out.
-  assert headings[0] == "## G1: A2C.epsilon=0.1, RLTask.env='CartPole-v1', train_rl.trainer_class=@A2C"
-  assert headings[13] == "## G14: PPO.epsilon=0.4, RLTask.env='Pendulum-v1', train_rl.trainer_class=@PPO"
-  assert len(headings) == 14 and max(map(len, headings)) < 90 and '(unset)' not in text
+  assert headings[0] == "## G1: trainer_class=@A2C, env='CartPole-v1', epsilon=0.1"
+  assert headings[13] == "## G14: trainer_class=@PPO, env='Pendulum-v1', epsilon=0.4"
+  assert len(headings) == 14 and '(unset)' not in text
+  assert '| A2C.epsilon | 0.1 |' in text.split('## ')[1]
   assert text.count('| 2 |') == 14
   # The legend names the groups by their keys, outside the axes: it covers no curve.
   groups = [(f'G{i}', [([100, 200, 300], [1.0, 2.0, 3.0])] * 2) for i in range(1, 15)]
@@ -194,6 +202,28 @@ def test_14_groups_get_short_names_and_a_readable_plot_without_warnings(tmp_path
       lines[10].get_color(), lines[10].get_linestyle())
 
 
+def test_groups_differing_in_many_bindings_get_short_names_and_a_table(tmp_path):
+  # Two tuned configs of one trainer on two envs: 32 bindings differ.
+  params = [f'PPO.param_{i:02d}' for i in range(28)] + ['policy/multifactor.constant',
+                                                        'value/multifactor.constant']
+  for env, scale in (('CartPole-v1', 1), ('Pendulum-v1', 2)):
+    config = ''.join(f'{p} = {scale * (i + 1)}\n' for i, p in enumerate(params))
+    config += f"RLTask.env = '{env}'\n" + 'train_rl.trainer_class = @PPO\n'
+    config += f"MLP.activation_fn = 'a_long_activation_name_number_{scale}'\n"
+    _write_run(str(tmp_path / env / 'seed_0'), config + 'RLTask.seed = 0\n', [_record(1, 100, 1.0)])
+  text = report.make_report(str(tmp_path))
+  headings = [line for line in text.splitlines() if line.startswith('## ')]
+  # The leading binding first; a long value cut; the count of the others.
+  assert headings == ["## G1: env='CartPole-v1', activation_fn='a_long_activation_name… (+30 more)",
+                      "## G2: env='Pendulum-v1', activation_fn='a_long_activation_name… (+30 more)"]
+  # The table under each heading gives every differing binding in full, the
+  # scopes telling the two schedules apart.
+  second = text.split('## ')[2]
+  assert "| MLP.activation_fn | 'a_long_activation_name_number_2' |" in second
+  assert '| policy/multifactor.constant | 58 |' in second
+  assert second.count('\n| ') == 1 + 32 + 2  # its header, 32 bindings; the results' two rows
+
+
 def test_unfinished_runs_are_left_out_and_listed_with_their_epoch(tmp_path):
   fast = str(tmp_path / 'fast' / 'seed_')
   _make_run(fast + '0', 0, 0.1, [10.0, 300.0, 480.0], n_epochs=3, stop_at_return=475)
@@ -207,11 +237,11 @@ def test_unfinished_runs_are_left_out_and_listed_with_their_epoch(tmp_path):
   done = _report_cli(str(tmp_path))
   assert done.returncode == 0, done.stderr
   fast_section, slow_section = done.stdout.split('## ')[1:3]
-  assert fast_section.startswith('G1: Adam.learning_rate=0.1\n')
+  assert fast_section.startswith('G1: learning_rate=0.1\n')
   assert '| 2 | 485.0 ± 5.0 | 490.0 |' in fast_section
   assert 'Runs: fast/seed_0, fast/seed_1\n' in fast_section
   assert 'Unfinished, left out: fast/seed_2 (epoch 1 of 3)' in fast_section
-  assert '|' not in slow_section
+  assert 'runs |' not in slow_section and '| Adam.learning_rate | 0.01 |' in slow_section
   assert 'No finished run. Unfinished, left out: slow/seed_0 (epoch 2 of 3)' in slow_section
 
 

@@ -43,7 +43,7 @@ class GymTask:
   def __init__(self, env, env_kwargs=None, n_envs=8, gamma=0.99, max_steps=None,
                time_limit=None, initial_trajectories=0, num_stacked_frames=1,
                atari_preprocessing=False, seed=0):
-    envs_lib.check_env_id(env)
+    registered = envs_lib.check_env_id(env)
     if isinstance(num_stacked_frames, bool) or not isinstance(num_stacked_frames, int) or (
         num_stacked_frames < 1):
       raise ConfigError(f'RLTask.num_stacked_frames must be an integer >= 1 (1: no stacking), '
@@ -60,7 +60,7 @@ class GymTask:
     self.num_stacked_frames = num_stacked_frames
     self._atari = wrappers_lib.atari_preprocessing() if atari_preprocessing else None
     if self._atari is not None:
-      self._env_kwargs = wrappers_lib.atari_env_kwargs(env, self._env_kwargs)
+      self._env_kwargs = wrappers_lib.atari_env_kwargs(registered, self._env_kwargs)
 
     self._env, self._game_returns = self._make_env(self.n_envs, training=True)
     self.observation_space = self._env.single_observation_space

@@ -52,9 +52,10 @@ def install_hint(extra):
 
 
 def check_env_id(env_id):
-  """Raises ConfigError if `env_id` is unknown: close ids of its namespace, or its package."""
+  """`registered_id(env_id)`; ConfigError if unknown: close ids of its namespace, or its package."""
   if not isinstance(env_id, str):
     raise ConfigError(f"RLTask.env must be a gymnasium env id string, got {env_id!r}.")
+  env_id = registered_id(env_id)
   _register_namespace(env_id)
   try:
     gym.spec(env_id)
@@ -67,6 +68,27 @@ def check_env_id(env_id):
     raise ConfigError(
         f"unknown env id {env_id!r} ({first_line}).{hint} "
         "Set RLTask.env to a registered gymnasium id.") from None
+  return env_id
+
+
+def registered_id(env_id):
+  """The id of gymnasium's 'module:EnvId' form once `module` is imported; other ids as they are.
+
+  gymnasium.make imports the module (which registers its envs) before it looks
+  the id up; gymnasium.spec takes the id alone. A module that fails as it runs
+  keeps its traceback: the error is in its code.
+  """
+  module, colon, name = env_id.partition(':')
+  if not colon:
+    return env_id
+  try:
+    importlib.import_module(module)
+  except ModuleNotFoundError as e:
+    raise ConfigError(
+        f'RLTask.env = {env_id!r}: the module {module!r} cannot be imported ({e}); put the '
+        "folder holding it on PYTHONPATH or install its package (JAX-native ids start with "
+        "'gymnax:').") from None
+  return name
 
 
 def _similar_ids(env_id):
@@ -169,7 +191,7 @@ def make_vector_env(env_id, n_envs, env_kwargs=None, time_limit=None, video_fold
       kwargs, or (with `video_folder`) an env that cannot render rgb_array
       frames or a missing video package.
   """
-  check_env_id(env_id)
+  env_id = check_env_id(env_id)
   own = vectorized and not wrappers and gym.spec(env_id).vector_entry_point is not None
   if extra_for(env_id) == 'atari':
     _quiet_ale()

@@ -1,0 +1,43 @@
+"""Bindings of configurables a run never uses are reported, not silently dropped."""
+from run_helpers import REINFORCE
+from run_helpers import TINY
+from run_helpers import cli
+
+ONE_EPOCH = [f'--config={b}' for b in TINY + ['train_rl.n_epochs = 1']]
+
+
+def warnings(text):
+  return [line for line in text.splitlines() if 'not used by this run' in line]
+
+
+def test_a_binding_of_an_unused_configurable_is_one_warning_line(tmp_path):
+  out = tmp_path / 'run'
+  result = cli(f'--config_file={REINFORCE}', *ONE_EPOCH, '--config=DQN.n_eval_episodes = 5',
+               f'--output_dir={out}')
+  assert result.returncode == 0, result.stderr
+  [line] = warnings(result.stdout)
+  assert 'DQN.n_eval_episodes' in line and '@PolicyGradientTrainer' in line, line
+  assert 'no effect' in line
+  # log.txt keeps it; config.gin holds what the run used, and so resuming from
+  # it alone warns of nothing.
+  [logged] = warnings((out / 'log.txt').read_text())
+  assert logged.endswith(line)
+  assert 'DQN' not in (out / 'config.gin').read_text()
+  resumed = cli(f'--output_dir={out}')
+  assert resumed.returncode == 0, resumed.stderr
+  assert 'Resuming' in resumed.stdout and warnings(resumed.stdout) == []
+
+
+def test_unused_bindings_of_a_config_file_and_macros_are_named_together(tmp_path):
+  shared = tmp_path / 'shared.gin'
+  shared.write_text('UNUSED_RATE = 0.1\nDQN.batch_size = 32\nSamplingAWR.n_eval_episodes = 3\n')
+  config = tmp_path / 'run.gin'
+  config.write_text(f"include '{REINFORCE}'\ninclude 'shared.gin'\n")
+  result = cli(f'--config_file={config}', *ONE_EPOCH, f'--output_dir={tmp_path / "run"}')
+  assert result.returncode == 0, result.stderr
+  [line] = warnings(result.stdout)
+  for name in ('UNUSED_RATE', 'DQN.batch_size', 'SamplingAWR.n_eval_episodes'):
+    assert name in line, line
+  # The shipped config alone binds nothing unused.
+  clean = cli(f'--config_file={REINFORCE}', *ONE_EPOCH, f'--output_dir={tmp_path / "clean"}')
+  assert clean.returncode == 0 and warnings(clean.stdout) == []
