@@ -31,7 +31,7 @@ def _raise_terminated(signum, frame):
 
 
 def stop_on_sigterm():
-  """From now on SIGTERM raises Terminated in the main thread (call it from there)."""
+  """Makes SIGTERM raise Terminated in the main thread (call it from there)."""
   signal.signal(signal.SIGTERM, _raise_terminated)
 
 

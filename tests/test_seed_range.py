@@ -22,10 +22,10 @@ PPO_JAX = f'{ROOT}/configs/ppo_cartpole_jax.gin'
 @pytest.mark.parametrize('config, flags, needle', [
     (REINFORCE, ['--seed=-1'], 'got -1'),
     (REINFORCE, [f'--seed={MAX_SEED + 1}'], f'got {MAX_SEED + 1}'),
-    # On gymnax a negative seed trained an epoch and failed at its evaluation.
+    # On gymnax nothing else refuses a negative seed before the first evaluation.
     (PPO_JAX, ['--config=RLTask.seed = -5'], 'got -5'),
     (REINFORCE, [f'--seeds=0,{MAX_SEED + 1}'], f'has seed {MAX_SEED + 1}'),
-])
+], ids=['negative', 'too_big', 'gymnax_binding', 'seeds_member'])
 def test_a_seed_out_of_range_is_one_line_exit_2_and_creates_nothing(tmp_path, config, flags,
                                                                       needle):
   out = tmp_path / 'run'

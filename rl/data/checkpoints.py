@@ -189,6 +189,9 @@ class Checkpointer:
         self._manager.save(step, args=ocp.args.Composite(
             arrays=ocp.args.StandardSave(np_arrays), meta=ocp.args.JsonSave(meta)))
         self._manager.wait_until_finished()
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM mid-save (rl.termination)
+      self._remove_unfinished(step)
+      raise
     except Exception as e:  # pylint: disable=broad-except
       self._remove_unfinished(step)
       raise WriteFailed(f'checkpoint {step} to {self._directory}',
