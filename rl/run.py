@@ -39,7 +39,7 @@ flags.DEFINE_multi_string('config', [], 'Gin bindings applied after the files, e
                           "'RLTask.gamma = 0.95'.")
 flags.DEFINE_string('output_dir', None, 'The run folder (default: runs/<stem of the '
                     'first config file>).')
-flags.DEFINE_integer('seed', None, 'Overrides RLTask.seed.')
+flags.DEFINE_integer('seed', None, 'Overrides RLTask.seed (0 to 2**31 - 1).')
 flags.DEFINE_string('seeds', None, "Several seeds, e.g. '0-7' or '0,3,5': one ordinary run "
                     'folder <output_dir>/seed_<n> each. On JAX-native envs (gymnax:) they '
                     'train together, vmapped in one compiled call per epoch; on gymnasium envs '

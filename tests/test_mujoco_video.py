@@ -1,4 +1,4 @@
-"""rl.evaluate --video on a MuJoCo env renders without a display, or says in one line what to set."""
+"""rl.evaluate --video of a MuJoCo env: rendered without a display, or one line on what to set."""
 import ctypes.util
 import os
 import subprocess

@@ -1,4 +1,4 @@
-"""SIGTERM (what `kill`, Slurm and Kubernetes send) stops rl.run, rl.evaluate and launch.sweep as Ctrl-C does.
+"""SIGTERM (from `kill`, Slurm, Kubernetes) stops rl.run, rl.evaluate, launch.sweep as Ctrl-C.
 
 Each process is held at tests/sweep_gate.py's gate, past a checkpoint, when
 the signal is sent, so the signal always finds it in the same place.

@@ -13,6 +13,7 @@ replays, the width of the policy outputs stored with every step, ...) in one
 call of `build_storage`, before anything is collected or restored. Those
 values have one source of truth, the trainer's configuration.
 """
+import numbers
 from typing import Any, NamedTuple, Optional, Protocol
 
 import gin
@@ -113,7 +114,8 @@ MAX_SEED = 2**31 - 1
 
 def check_seed(seed, name='RLTask.seed (--seed)'):
   """Refuses a seed outside 0 .. MAX_SEED (or not an integer) with a ConfigError."""
-  if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+  integer = isinstance(seed, numbers.Integral) and not isinstance(seed, bool)
+  if not integer or not 0 <= seed <= MAX_SEED:
     raise ConfigError(f'{name} must be an integer from 0 to {MAX_SEED} (2**31 - 1), '
                       f'got {seed!r}.')
 
