@@ -10,6 +10,7 @@ import re
 import yaml
 
 from launch.errors import SweepError
+from rl.envs.task import MAX_SEED
 
 SEED_BINDING = 'RLTask.seed'
 # Characters kept in folder names; the rest become '_' so names are safe in
@@ -134,4 +135,6 @@ def parse_seeds(texts):
     raise SweepError(f'--seeds must be integers separated by commas, not {texts}.') from None
   if not seeds or len(set(seeds)) != len(seeds):
     raise SweepError(f'--seeds must list at least one seed, each once, not {texts}.')
+  if not all(0 <= seed <= MAX_SEED for seed in seeds):
+    raise SweepError(f'--seeds must be from 0 to {MAX_SEED} (2**31 - 1), not {texts}.')
   return seeds

@@ -35,8 +35,8 @@ processes: such a point takes one slot, one Ray task, for all its seeds.
 Strings are passed to gin quoted (repr), except those starting with '@' or '%',
 which are gin references and macros; lists become tuples. The sweep bindings
 come after the --config ones. A failed run does not stop the others; the exit
-status is 1 if any failed, 2 on bad input, 130 if the sweep was interrupted
-(Ctrl-C or SIGTERM stop its runs). Rerunning the same command resumes
+status is 1 if any failed, 2 on bad input, 130 after Ctrl-C and 143 after
+SIGTERM, which both stop its runs (rl.termination). Rerunning the same command resumes
 unfinished runs from their checkpoints and skips the runs it finished before
 (same config files, same parsed config, same --config bindings in any order
 that cannot change them; otherwise each run is started and rl.run decides: a
@@ -54,7 +54,6 @@ import collections
 import concurrent.futures
 import hashlib
 import os
-import signal
 import sys
 import time
 
@@ -78,6 +77,7 @@ from rl import compilation_cache
 from rl import config
 from rl.envs import gymnax_envs as jax_envs
 from rl import run as run_lib  # also defines the flags redefined below
+from rl import termination
 from rl.errors import UserError
 
 FLAGS = flags.FLAGS
@@ -344,11 +344,6 @@ def _binding_name(binding):
   return m.group(1) if m else None
 
 
-def _raise_interrupt(signum, frame):
-  del signum, frame
-  raise KeyboardInterrupt
-
-
 def check_flags():
   """Refuses the flags a sweep would accept and ignore, rather than ignore them.
 
@@ -420,15 +415,15 @@ def main(argv):
     sys.exit(2)
   index = os.path.join(FLAGS.output_dir, INDEX_FILE)
   # `kill` and cluster schedulers send SIGTERM: stop the runs as for Ctrl-C.
-  signal.signal(signal.SIGTERM, _raise_interrupt)
+  termination.stop_on_sigterm()
   try:
     runs = run_sweep(runs, FLAGS.config_file, FLAGS.config, FLAGS.output_dir, backend,
                      parallel, header, skipped, FLAGS.allow_config_change,
                      FLAGS.compilation_cache_dir, together=jax_points)
   except Interrupted as e:
-    print(f'[sweep] interrupted: {e}; rerun the same command to resume. Index in {index}',
-          flush=True)
-    sys.exit(130)
+    print(f'[sweep] {termination.cause()}interrupted: {e}; rerun the same command to resume. '
+          f'Index in {index}', flush=True)
+    sys.exit(termination.exit_status())
   finally:
     if backend is not None:
       backend.close()

@@ -23,6 +23,7 @@ written to is reported with one warning line and the run goes on without it.
 import os
 import sys
 import tempfile
+import warnings
 
 import jax
 
@@ -101,4 +102,8 @@ def configure(flag_value=None, program='rl.run'):
   jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.0)
   # -1: no minimum entry size (0 would let JAX pick one for the filesystem).
   jax.config.update('jax_persistent_cache_min_entry_size_bytes', -1)
+  # A cache entry that cannot be written (a full disk) costs a compilation at
+  # the next start, nothing else; JAX warns in two lines per program, which
+  # would bury the one line a run that cannot write its own files ends with.
+  warnings.filterwarnings('ignore', message='Error writing persistent compilation cache entry')
   return path

@@ -3,6 +3,8 @@
 The runner prints `str(error)` of these without a traceback and exits non-zero,
 so every message must stand on its own and name the fix.
 """
+import os
+import re
 
 
 class UserError(Exception):
@@ -39,3 +41,31 @@ class NonFiniteLossError(RuntimeError):
 
 class Interrupted(Exception):
   """The run was stopped by Ctrl-C; the message says where, and how to resume."""
+
+
+class WriteFailed(RuntimeError):
+  """A file of the run could not be written: a full disk, a quota, a file-size limit.
+
+  `what_now`: what the folder holds and how to go on; the runner knows (its
+  checkpoints), the writer that raises this does not.
+  """
+
+  def __init__(self, what, reason, what_now=None):
+    self.what = what
+    self.reason = reason
+    super().__init__(f'could not write {what}: {reason}; '
+                     + (what_now or 'free space and rerun the same command.'))
+
+
+def write_failure_reason(error):
+  """The cause of a failed write in a few words: the OS error's text where there is one.
+
+  tensorstore (under orbax) reports the OS error as os_error_code='27' in a
+  ValueError's text rather than as an OSError.
+  """
+  if isinstance(error, OSError) and error.strerror:
+    return error.strerror
+  match = re.search(r"os_error_code='?(\d+)", str(error))
+  if match:
+    return os.strerror(int(match.group(1)))
+  return (str(error).splitlines() or [type(error).__name__])[0][:200]

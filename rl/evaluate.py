@@ -17,6 +17,10 @@ the same config compiled before.
 --video records the first episode through gymnasium's rgb_array rendering
 into an mp4 file (the returns stay the same). It needs the video extra,
 `pip install '.[video]'` (moviepy, and pygame for the classic-control envs).
+On a machine without a display, MuJoCo envs render through EGL or OSMesa
+(rl.envs.mujoco_rendering picks MUJOCO_GL when it is unset).
+
+Ctrl-C and SIGTERM stop it with one line (exit 130 and 143; rl.termination).
 """
 import importlib.util
 import os
@@ -33,9 +37,11 @@ from rl import config
 from rl import cpu_dispatch
 from rl import experiment
 from rl import run as run_lib  # the flags --output_dir and --compilation_cache_dir
+from rl import termination
 from rl.run_folder import CHECKPOINT_DIR
 from rl.run_folder import CONFIG_FILE
 from rl.data.checkpoints import Checkpointer
+from rl.envs import mujoco_rendering
 from rl.envs.registry import VIDEO_INSTALL_HINT
 from rl.errors import ConfigError
 from rl.errors import OutputDirError
@@ -144,16 +150,25 @@ def main(argv):
     # Rendering to arrays needs no display, but pygame's display init probes
     # one and, on a headless machine, prints a spurious SDL error line.
     os.environ.setdefault('SDL_VIDEODRIVER', 'dummy')
+    # Before mujoco is imported (by the first MuJoCo env made): it reads MUJOCO_GL then.
+    mujoco_rendering.choose_gl()
   compilation_cache.configure(FLAGS.compilation_cache_dir, 'rl.evaluate')
   # Evaluation on host envs calls the policy once a step and reads it at once;
   # on JAX-native envs it is one compiled loop either way (rl.cpu_dispatch).
   cpu_dispatch.choose(inline=True)
+  termination.stop_on_sigterm()
   try:
     result = evaluate_run(FLAGS.output_dir, FLAGS.n_episodes, FLAGS.temperature,
                           video_path=FLAGS.video or None)
   except UserError as e:
     print(f'rl.evaluate: error: {e}', file=sys.stderr)
     sys.exit(2)
+  except KeyboardInterrupt:
+    # Nothing was written into the run folder; a partial video is removed
+    # with its temporary folder (rl.envs.gym_task).
+    print(f'rl.evaluate: {termination.cause()}interrupted; the run folder is unchanged: rerun '
+          'the same command to evaluate it.', file=sys.stderr)
+    sys.exit(termination.exit_status())
   print(f"{FLAGS.output_dir} epoch {result['epoch']}: {len(result['returns'])} episodes at "
         f"temperature {FLAGS.temperature:g}: return mean {result['mean']:.2f} "
         f"std {result['std']:.2f} min {result['min']:.2f} max {result['max']:.2f}")

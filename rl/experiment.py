@@ -6,7 +6,8 @@ folder's last checkpoint if there is one, and trains to `train_rl.n_epochs`.
 Everything that can be wrong with the input is found before the first write
 to the folder. `execute_seeds` does the same for several seeds of one config
 (rl.seeds). Ctrl-C and a non-finite loss end a run with one line that says
-where it stopped and what a rerun does.
+where it stopped and what a rerun does; so does a write that fails (a full
+disk), which leaves the last good checkpoint for the rerun.
 
 Start-up: nothing here compiles or touches a device at import time, and what a
 run needs only later (orbax at the first checkpoint, tensorboardX at the first
@@ -33,6 +34,7 @@ from rl.errors import ConfigError
 from rl.errors import Interrupted
 from rl.errors import NonFiniteLossError
 from rl.errors import OutputDirError
+from rl.errors import WriteFailed
 from rl.learner import loop as loop_lib
 from rl.metrics import MetricsWriter
 from rl.metrics import format_return
@@ -133,6 +135,11 @@ class PreparedRun:
     """`e` (a NonFiniteLossError) with what this run's checkpoints and config allow."""
     return NonFiniteLossError(e.metric, e.value, e.step, what_now=after_non_finite(
         run_folder.last_checkpoint(self.checkpointer), gin.operative_config_str()))
+
+  def write_failed(self, e):
+    """`e` (a WriteFailed) with what this run's checkpoints allow a rerun to do."""
+    return WriteFailed(e.what, e.reason, what_now=after_write_failure(
+        run_folder.last_checkpoint(self.checkpointer)))
 
   def log_done(self):
     learner = self.learner
@@ -259,6 +266,8 @@ def train(prepared):
     raise prepared.interrupted() from None
   except NonFiniteLossError as e:
     raise prepared.non_finite(e) from None
+  except WriteFailed as e:
+    raise prepared.write_failed(e) from None
 
 
 def execute_seeds(config_files, bindings, output_dir, seeds, allow_config_change=False):
@@ -313,6 +322,14 @@ def mark_time(event):
   if path:
     with open(path, 'a') as f:
       f.write(f'{event} {time.time():.6f}\n')
+
+
+def after_write_failure(checkpoint_epoch):
+  """What a rerun does after a failed write, true to the run's checkpoints."""
+  if checkpoint_epoch is None:
+    return 'no checkpoint was written yet: free space and rerun the same command to start again.'
+  return (f'free space and rerun the same command to resume from epoch {checkpoint_epoch}, '
+          'the last good checkpoint.')
 
 
 def after_non_finite(checkpoint_epoch, operative_config):

@@ -9,9 +9,13 @@ One record per epoch, with stable keys users can script against:
 NaN (e.g. no episode ended in an epoch) is written as null, so the file is
 strict JSON lines.
 """
+import contextlib
 import json
 import math
 import os
+
+from rl.errors import WriteFailed
+from rl.errors import write_failure_reason
 
 METRICS_FILE = 'metrics.jsonl'
 # Wall-clock fields: they differ between otherwise identical runs.
@@ -79,8 +83,15 @@ class MetricsWriter:
 
   def write(self, record):
     record = clean(record)
-    self._file.write(json.dumps(record) + '\n')
-    self._file.flush()
+    try:
+      self._file.write(json.dumps(record) + '\n')
+      self._file.flush()
+    except OSError as e:
+      # Closed at once, its unwritten rest dropped, so that `close` does not
+      # fail on it again. A resume rewrites the file from its checkpoint.
+      with contextlib.suppress(OSError):
+        self._file.close()
+      raise WriteFailed(self._path, write_failure_reason(e)) from None
     scalars = {}  # subfolder -> [(tag, value)]
     for k, v in record.items():
       if k not in ('epoch', 'env_steps') and isinstance(v, (int, float)) and v is not None:

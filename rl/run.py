@@ -4,12 +4,15 @@ Config files are parsed in order, then the --config bindings, then --seed
 (rl.config). Everything that can be wrong with the input (config, env,
 action space, output folder) is checked before the first write to the output
 folder, and reported as one line with a non-zero exit: 2 for bad input, 1
-for a run stopped by a non-finite loss, 130 for Ctrl-C. Rerunning the same
-command on the same folder resumes from the last checkpoint; so does
+for a run stopped by a non-finite loss or a failed write (a full disk), 130
+for Ctrl-C, 143 for SIGTERM (which stops a run as Ctrl-C does;
+rl.termination). Rerunning the same command on the same folder resumes from
+the last checkpoint; so does
 `--output_dir=D` alone, from the config the run saved in D (rl.experiment).
 Compiled programs are kept in JAX's persistent compilation cache
 (rl/compilation_cache.py; --compilation_cache_dir).
 """
+import errno
 import logging
 import os
 import re
@@ -21,18 +24,22 @@ from absl import logging as absl_logging
 
 from rl import compilation_cache
 from rl import experiment
+from rl import termination
 from rl.errors import ConfigError
 from rl.errors import Interrupted
 from rl.errors import NonFiniteLossError
 from rl.errors import UserError
+from rl.errors import WriteFailed
 
 FLAGS = flags.FLAGS
+# The errors of a write that found no room: a full disk, a quota, `ulimit -f`.
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 flags.DEFINE_multi_string('config_file', [], 'Gin config files, parsed in order.')
 flags.DEFINE_multi_string('config', [], 'Gin bindings applied after the files, e.g. '
                           "'RLTask.gamma = 0.95'.")
 flags.DEFINE_string('output_dir', None, 'The run folder (default: runs/<stem of the '
                     'first config file>).')
-flags.DEFINE_integer('seed', None, 'Overrides RLTask.seed.')
+flags.DEFINE_integer('seed', None, 'Overrides RLTask.seed (0 to 2**31 - 1).')
 flags.DEFINE_string('seeds', None, "Several seeds, e.g. '0-7' or '0,3,5': one ordinary run "
                     'folder <output_dir>/seed_<n> each. On JAX-native envs (gymnax:) they '
                     'train together, vmapped in one compiled call per epoch; on gymnasium envs '
@@ -81,6 +88,7 @@ def main(argv):
     sys.exit(2)
   # Before anything compiles: nothing is compiled at import time.
   compilation_cache.configure(FLAGS.compilation_cache_dir, 'rl.run')
+  termination.stop_on_sigterm()
   try:
     if FLAGS.seeds is not None:
       if FLAGS.seed is not None:
@@ -94,16 +102,24 @@ def main(argv):
   except UserError as e:
     print(f'rl.run: error: {e}', file=sys.stderr)
     sys.exit(2)
-  except NonFiniteLossError as e:
+  except (NonFiniteLossError, WriteFailed) as e:
     print(f'rl.run: error: {e}', file=sys.stderr)
     sys.exit(1)
+  except OSError as e:
+    # A full disk, a quota or a file-size limit hit by a write outside the
+    # epoch loop (the folder's config, lock or log when the run starts).
+    if e.errno not in DISK_FULL_ERRNOS:
+      raise
+    print(f'rl.run: error: could not write {e.filename or "to the output folder"}: '
+          f'{e.strerror}; free space and rerun the same command.', file=sys.stderr)
+    sys.exit(1)
   except Interrupted as e:
-    print(f'rl.run: {e}', file=sys.stderr)
-    sys.exit(130)
+    print(f'rl.run: {termination.cause()}{e}', file=sys.stderr)
+    sys.exit(termination.exit_status())
   except KeyboardInterrupt:
-    print('rl.run: interrupted before training started; rerun the same command to run it.',
-          file=sys.stderr)
-    sys.exit(130)
+    print(f'rl.run: {termination.cause()}interrupted before training started; rerun the same '
+          'command to run it.', file=sys.stderr)
+    sys.exit(termination.exit_status())
 
 
 def exit_now():

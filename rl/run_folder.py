@@ -15,6 +15,8 @@ import tempfile
 
 from rl.errors import ConfigError
 from rl.errors import OutputDirError
+from rl.errors import WriteFailed
+from rl.errors import write_failure_reason
 
 CHECKPOINT_DIR = 'checkpoints'
 CONFIG_FILE = 'config.gin'
@@ -68,6 +70,20 @@ def folder_lock(path):
       fcntl.flock(f, fcntl.LOCK_UN)
 
 
+class _LogFile(logging.FileHandler):
+  """log.txt, whose failed write (a full disk) stops the run with WriteFailed.
+
+  logging's own handling prints a traceback on stderr for each line and goes on.
+  """
+
+  def handleError(self, record):
+    error = sys.exc_info()[1]
+    if not isinstance(error, OSError):
+      super().handleError(record)
+      return
+    raise WriteFailed(self.baseFilename, write_failure_reason(error))
+
+
 def setup_logging(output_dir, prefix=''):
   """The run's logger: console lines (after `prefix`) and <output_dir>/log.txt.
 
@@ -82,16 +98,28 @@ def setup_logging(output_dir, prefix=''):
   console = logging.StreamHandler(sys.stdout)
   console.setFormatter(logging.Formatter(prefix.replace('%', '%%') + '%(message)s'))
   logger.addHandler(console)
-  log_file = logging.FileHandler(os.path.join(output_dir, LOG_FILE))
+  log_file = _LogFile(os.path.join(output_dir, LOG_FILE))
   log_file.setFormatter(logging.Formatter('%(asctime)s %(message)s'))
   logger.addHandler(log_file)
   return logger
 
 
 def save_config(output_dir, operative_config):
-  """Writes the config the run uses, which a resume from the folder alone reads."""
-  with open(os.path.join(output_dir, CONFIG_FILE), 'w') as f:
-    f.write(operative_config)
+  """Writes the config the run uses, which a resume from the folder alone reads.
+
+  Written aside and renamed over the old one: a write that fails (a full
+  disk) leaves the config a resume needs as it was.
+  """
+  path = os.path.join(output_dir, CONFIG_FILE)
+  tmp = path + '.tmp'
+  try:
+    with open(tmp, 'w') as f:
+      f.write(operative_config)
+    os.replace(tmp, path)
+  except OSError as e:
+    with contextlib.suppress(OSError):
+      os.remove(tmp)
+    raise WriteFailed(path, write_failure_reason(e)) from None
 
 
 def saved_config(output_dir):

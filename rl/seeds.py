@@ -18,9 +18,11 @@ import time
 import jax
 
 from rl import compiler
+from rl.envs.task import MAX_SEED
 from rl.errors import ConfigError
 from rl.errors import Interrupted
 from rl.errors import NonFiniteLossError
+from rl.errors import WriteFailed
 
 # The most seeds one --seeds run takes. On JAX-native envs they all train in
 # one batch, their states side by side in device memory; on gymnasium envs
@@ -52,6 +54,9 @@ def parse_seeds(text):
                         'or both (0-2,9).') from None
   if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
     raise ConfigError(f'--seeds={text!r} repeats a seed or has a negative one; each seed once.')
+  if max(seeds) > MAX_SEED:
+    raise ConfigError(f'--seeds={text!r} has seed {max(seeds)}; seeds go from 0 to {MAX_SEED} '
+                      '(2**31 - 1).')
   return seeds
 
 
@@ -122,3 +127,5 @@ def train_together(runs):
     raise Interrupted(interrupted_message(os.path.dirname(runs[0].output_dir), stops)) from None
   except NonFiniteLossError as e:
     raise current_run.non_finite(e) from None
+  except WriteFailed as e:
+    raise current_run.write_failed(e) from None

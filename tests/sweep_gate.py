@@ -39,11 +39,16 @@ def _has_checkpoint(run_dir):
 
   Orbax writes a step into a temporary folder and renames it when complete,
   and rl.run saves synchronously, so a numbered folder is a whole checkpoint.
+  Under a --seeds run's folder, a checkpoint of any of its seed_<n> folders counts.
   """
   try:
-    return any(name.isdigit() for name in os.listdir(os.path.join(run_dir, 'checkpoints')))
+    names = os.listdir(run_dir)
   except FileNotFoundError:
     return False
+  if 'checkpoints' in names:
+    return any(name.isdigit() for name in os.listdir(os.path.join(run_dir, 'checkpoints')))
+  return any(_has_checkpoint(os.path.join(run_dir, name))
+             for name in names if name.startswith('seed_'))
 
 
 def _run_dir():

@@ -16,11 +16,16 @@ orbax is imported at the first save or restore of a folder that holds a
 checkpoint, not with this module: it takes a few tenths of a second to
 import, and a new run reaches its first epoch without it.
 """
+import contextlib
 import logging
 import os
+import shutil
 
 import jax
 import numpy as np
+
+from rl.errors import WriteFailed
+from rl.errors import write_failure_reason
 
 _EMPTY = '__empty__'
 _PACKED = '__packed__'
@@ -172,13 +177,39 @@ class Checkpointer:
     return sorted(self._manager.all_steps())
 
   def save(self, step, arrays, meta):
+    """Writes checkpoint `step`, or raises WriteFailed leaving no part of it on disk."""
     ocp = _orbax()
     np_arrays, empties = _to_numpy_tree(arrays)
     np_arrays, packed = _pack_small(np_arrays)
     meta = dict(meta, **{_EMPTY: empties, _PACKED: packed})
-    self._manager.save(step, args=ocp.args.Composite(
-        arrays=ocp.args.StandardSave(np_arrays), meta=ocp.args.JsonSave(meta)))
-    self._manager.wait_until_finished()
+    try:
+      # orbax logs a failed write at ERROR, with its traceback, from the
+      # thread that wrote; WriteFailed below reports it in one line.
+      with _quiet(logging.getLogger('absl')):
+        self._manager.save(step, args=ocp.args.Composite(
+            arrays=ocp.args.StandardSave(np_arrays), meta=ocp.args.JsonSave(meta)))
+        self._manager.wait_until_finished()
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM mid-save (rl.termination)
+      self._remove_unfinished(step)
+      raise
+    except Exception as e:  # pylint: disable=broad-except
+      self._remove_unfinished(step)
+      raise WriteFailed(f'checkpoint {step} to {self._directory}',
+                        write_failure_reason(e)) from None
+
+  def _remove_unfinished(self, step):
+    """Deletes what a failed save of `step` left: orbax's temporary folder of it.
+
+    orbax would delete it at the next save of the same step, but until then
+    it takes disk space, and its name looks like a checkpoint to a user.
+    """
+    try:
+      names = os.listdir(self._directory)
+    except OSError:
+      return
+    for name in names:
+      if name.startswith(f'{step}.orbax-checkpoint-tmp'):
+        shutil.rmtree(os.path.join(self._directory, name), ignore_errors=True)
 
   def restore_latest(self):
     """Returns (step, arrays, meta) of the newest readable checkpoint, or None.
@@ -209,6 +240,16 @@ class Checkpointer:
   def close(self):
     if self._manager_ is not None:
       self._manager_.close()
+
+
+@contextlib.contextmanager
+def _quiet(logger):
+  level = logger.level
+  logger.setLevel(logging.CRITICAL)
+  try:
+    yield
+  finally:
+    logger.setLevel(level)
 
 
 def _numpy_dicts(tree):

@@ -12,6 +12,7 @@ import io
 import pickle
 import re
 import sys
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -22,6 +23,7 @@ from gymnasium.utils import EzPickle
 from gymnasium.wrappers import RecordVideo
 from gymnasium.wrappers.vector import RecordVideo as VectorRecordVideo
 
+from rl.envs import mujoco_rendering
 from rl.errors import ConfigError
 
 VIDEO_INSTALL_HINT = "pip install '.[video]'"
@@ -296,18 +298,26 @@ def _cannot_record(env_id, render_modes):
 
 @contextlib.contextmanager
 def video_errors(env_id):
-  """Turns gymnasium's DependencyNotInstalled while recording into a ConfigError.
+  """Turns missing video packages and MuJoCo render failures while recording into a ConfigError.
 
   Rendering (pygame for the classic-control envs) and encoding (moviepy) are
   optional packages; gymnasium's own message names its extras, not ours.
   """
   try:
-    yield
+    # MuJoCo's GLFW platform warns once per failed call before MuJoCo fails;
+    # the ConfigError below says what to set instead.
+    with warnings.catch_warnings():
+      warnings.filterwarnings('ignore', module='glfw')
+      yield
   except gym.error.DependencyNotInstalled as e:
     reason = re.split(r'[,;]', str(e))[0].strip() or type(e).__name__
     raise ConfigError(
         f"recording a video of {env_id!r} needs a package that is missing ({reason}); "
         f"install the video extra: {VIDEO_INSTALL_HINT}.") from None
+  except Exception as e:  # pylint: disable=broad-except
+    if not mujoco_rendering.is_render_error(e):
+      raise
+    raise ConfigError(mujoco_rendering.render_error(env_id, e)) from None
 
 
 def dump_env_state(vector_env):

@@ -13,6 +13,7 @@ replays, the width of the policy outputs stored with every step, ...) in one
 call of `build_storage`, before anything is collected or restored. Those
 values have one source of truth, the trainer's configuration.
 """
+import numbers
 from typing import Any, NamedTuple, Optional, Protocol
 
 import gin
@@ -105,6 +106,20 @@ def misplaced_binding(param, trainer=None):
           f'RLTask.{param}.')
 
 
+# Seeds go to numpy's SeedSequence and gymnasium's resets (non-negative
+# integers), JAX keys (32-bit words) and, with a small offset added, to the
+# networks' initialisation; 0 .. 2**31 - 1 fits all of them on both backends.
+MAX_SEED = 2**31 - 1
+
+
+def check_seed(seed, name='RLTask.seed (--seed)'):
+  """Refuses a seed outside 0 .. MAX_SEED (or not an integer) with a ConfigError."""
+  integer = isinstance(seed, numbers.Integral) and not isinstance(seed, bool)
+  if not integer or not 0 <= seed <= MAX_SEED:
+    raise ConfigError(f'{name} must be an integer from 0 to {MAX_SEED} (2**31 - 1), '
+                      f'got {seed!r}.')
+
+
 # What the JAX-native backend does not do, with each parameter's default.
 _NOT_ON_JAX_ENVS = (('max_steps', None), ('initial_trajectories', 0),
                     ('num_stacked_frames', 1), ('atari_preprocessing', False))
@@ -148,8 +163,10 @@ def RLTask(env=gin.REQUIRED, env_kwargs=None, n_envs=8, gamma=0.99, max_steps=No
       lost life); for ALE envs. `time_limit` then counts agent steps. The
       logged train and eval returns stay the games' unclipped scores.
     seed: seeds env resets and random actions; trainers derive their keys
-      from it too. Same seed and config give the same numbers.
+      from it too. Same seed and config give the same numbers. From 0 to
+      2**31 - 1 (MAX_SEED).
   """
+  check_seed(seed)
   if n_envs < 1:
     raise ConfigError(f'RLTask.n_envs must be >= 1, got {n_envs}.')
   if not jax_envs.is_jax_env(env):
