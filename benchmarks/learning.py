@@ -19,17 +19,25 @@ that run filled (two more columns). Only runs made from nothing are timed
 (use a new --output_dir), and `python -c "import jax, flax, optax"` is timed
 before the runs as a reference for the machine's speed at the time.
 
+With --write_docs the measured seeds are also stored as records in
+benchmarks/results/<config>.json (benchmarks/learning_records.py), their
+curves drawn to docs/curves/<config>.png, and docs/results.md rendered again
+from every stored record (benchmarks/results_page.py). --render_only renders
+the page from the records without running anything; --summary prints the
+one-line-per-config summary of the records.
+
 Usage: python benchmarks/learning.py [--configs reinforce_cartpole,ppo_cartpole]
          [--seeds 0,1,2] [--output_dir runs/learning] [--parallel N]
          [--extra_config 'train_rl.n_epochs = 50' ...] [--stop_at_target]
-         [--process_wall]
+         [--process_wall] [--write_docs]
+       python benchmarks/learning.py --render_only | --summary
 """
 import argparse
 import concurrent.futures
 import contextlib
 import json
-import math
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -42,14 +50,16 @@ CONFIG_DIR = os.path.join(REPO_ROOT, 'configs')
 
 sys.path.insert(0, REPO_ROOT)  # runnable from a checkout without installing the package
 # pylint: disable=wrong-import-position
+from benchmarks import learning_records  # noqa: E402
+from benchmarks import results_page  # noqa: E402
+from benchmarks.learning_plot import plot_curves  # noqa: E402
 from launch.processes import run_rl_logged  # noqa: E402
-from rl.learning_curves import aggregate_curves  # noqa: E402
+from rl.learning_curves import aggregate_curves  # noqa: E402,F401  (tests use it from here)
 from rl.learning_curves import eval_curve  # noqa: E402
 from rl.learning_curves import final_eval  # noqa: E402,F401  (tests use it from here)
 from rl.learning_curves import fmt_number  # noqa: E402
 from rl.learning_curves import format_table  # noqa: E402
 from rl.learning_curves import read_records  # noqa: E402
-from rl.learning_curves import steps_label  # noqa: E402
 from rl.learning_curves import stopped_short  # noqa: E402
 from rl.learning_curves import summarize_config  # noqa: E402
 from rl.learning_curves import summarize_run  # noqa: E402
@@ -111,6 +121,10 @@ def run_one(config, seed, output_dir, extra_config, process_wall=False):
   folder = run_dir(output_dir, config, seed)
   log_path = folder + '.log'
   config_files = [os.path.join(CONFIG_DIR, config + '.gin')]
+  if not os.path.exists(folder):
+    # The code a run starts with is what its records are stamped with.
+    os.makedirs(os.path.dirname(folder), exist_ok=True)
+    learning_records.write_stamp(folder, learning_records.git_stamp())
   if not process_wall:
     start = time.perf_counter()
     error = run_rl_logged(config_files, folder, seed, extra_config, log_path)
@@ -203,57 +217,6 @@ def run_all(jobs, output_dir, extra_config, parallel, stop_at_target=False, proc
 # -- outputs --------------------------------------------------------------------------
 
 
-def plot_curves(panels, path):
-  """One subplot per config: mean eval return and min-max band over seeds.
-
-  Args:
-    panels: list of dicts with 'config', 'target', 'budget', 'curves' (the
-      per-seed eval curves), 'n_reached' and 'n_runs'.
-    path: the PNG to write.
-  """
-  import matplotlib  # pylint: disable=import-outside-toplevel
-  matplotlib.use('Agg')  # files only: no display on benchmark machines
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-  from matplotlib import ticker  # pylint: disable=import-outside-toplevel
-
-  n_cols = min(3, len(panels))
-  n_rows = math.ceil(len(panels) / n_cols)
-  fig, axes = plt.subplots(n_rows, n_cols, figsize=(5.5 * n_cols, 4 * n_rows), squeeze=False)
-  for ax, panel in zip(axes.flat, panels):
-    grid, mean, low, high = aggregate_curves(panel['curves'])
-    # Band and mean only where every seed has evals; see aggregate_curves.
-    n_seeds = len(panel['curves'])
-    for i, (steps, returns) in enumerate(panel['curves']):
-      # Faint per-seed lines show the data beyond the range every seed covers.
-      ax.plot(steps, returns, color='C0', alpha=0.3, linewidth=0.8,
-              label='single seeds' if i == 0 else None)
-    if grid:
-      ax.fill_between(grid, low, high, alpha=0.25, color='C0',
-                      label=f'min–max, {n_seeds} seeds')
-      ax.plot(grid, mean, color='C0', linewidth=2, label=f'mean, {n_seeds} seeds')
-    else:
-      ax.text(0.5, 0.7, 'no eval data', ha='center', va='center', transform=ax.transAxes,
-              bbox={'facecolor': 'white', 'edgecolor': 'none'})
-      if not panel['curves']:
-        # Without data the x-axis would zoom onto the budget line alone.
-        ax.set_xlim(0, panel['budget'] * 1.05)
-    ax.axhline(panel['target'], color='C2', linestyle='--',
-               label=f"target {panel['target']:g}")
-    ax.axvline(panel['budget'], color='C3', linestyle='--',
-               label=f"budget {panel['budget']:,} steps")
-    ax.set_title(f"{panel['config']} ({panel['n_reached']}/{panel['n_runs']} reach target)")
-    ax.set_xlabel('env steps')
-    ax.xaxis.set_major_formatter(ticker.FuncFormatter(steps_label))
-    ax.set_ylabel('eval return (greedy)')
-    ax.grid(alpha=0.3)
-    ax.legend(loc='best', fontsize='small')
-  for ax in list(axes.flat)[len(panels):]:
-    ax.set_visible(False)
-  fig.tight_layout()
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
-
-
 def _parse_args(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--configs', default=None,
@@ -274,7 +237,23 @@ def _parse_args(argv=None):
                       help='time each run as a user waits for it, whole process included, '
                       'on a cold and then a warm compilation cache (adds two columns; '
                       'implies --stop_at_target; use --parallel 1 on a quiet machine)')
+  parser.add_argument('--write_docs', action='store_true',
+                      help='after the runs, store their records in --records_dir, draw their '
+                      'curves into --curves_dir and render --results_page from every record')
+  parser.add_argument('--render_only', action='store_true',
+                      help='run nothing: render --results_page from the stored records')
+  parser.add_argument('--summary', action='store_true',
+                      help='run nothing: print one line per stored record (config, target, '
+                      'seeds reaching it, median env steps, final eval)')
+  parser.add_argument('--records_dir', default=learning_records.RECORDS_DIR,
+                      help='where the records live, one <config>.json each')
+  parser.add_argument('--results_page', default=results_page.PAGE,
+                      help='the markdown page rendered from the records')
+  parser.add_argument('--curves_dir', default=results_page.CURVES_DIR,
+                      help="where --write_docs draws each config's curves as <config>.png")
   args = parser.parse_args(argv)
+  if args.render_only or args.summary:
+    return args
   if args.process_wall:
     args.stop_at_target = True
 
@@ -306,6 +285,17 @@ def _parse_args(argv=None):
 
 def main(argv=None):
   args = _parse_args(argv)
+  try:
+    if args.summary:
+      print(results_page.render_summary(results_page.stored_records(args.records_dir, REGISTRY)),
+            end='')
+      return 0
+    if args.render_only:
+      results_page.write_docs(args.records_dir, args.results_page, args.curves_dir, REGISTRY)
+      return 0
+  except learning_records.RecordError as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
   output_dir = os.path.abspath(args.output_dir)
   os.makedirs(output_dir, exist_ok=True)
   jobs = [(config, seed) for config in args.configs for seed in args.seeds]
@@ -322,7 +312,7 @@ def main(argv=None):
   rows, panels, failures, short, untimed = [], [], [], [], []
   for config in args.configs:
     target, budget = REGISTRY[config]
-    runs, curves = [], []
+    runs, curves, entries = [], [], []
     for seed in args.seeds:
       records = None
       if finished.get((config, seed)):
@@ -335,6 +325,9 @@ def main(argv=None):
         curves.append(eval_curve(records))
       summary = summarize_run(records, target, budget)
       runs.append(summary)
+      entries.append(learning_records.seed_record(
+          seed, records, target, budget,
+          learning_records.read_stamp(run_dir(output_dir, config, seed))))
       if stopped_short(summary, budget):
         short.append(f"{config} seed {seed} ({summary['last_env_steps']:,} of {budget:,})")
       reached = (f"{summary['env_steps']:,} env steps, {summary['wall_seconds']:.1f} s, "
@@ -351,6 +344,11 @@ def main(argv=None):
     rows.append(row)
     panels.append({'config': config, 'target': target, 'budget': budget, 'curves': curves,
                    'n_reached': row['n_reached'], 'n_runs': row['n_runs']})
+    if args.write_docs:
+      command = shlex.join(['python', 'benchmarks/learning.py'] + list(
+          sys.argv[1:] if argv is None else argv))
+      learning_records.store(args.records_dir, learning_records.config_record(
+          config, target, budget, entries, args.stop_at_target, args.extra_config, command))
 
   extra = ((('median process s to target, cold cache', 'process_cold'),
             ('median process s to target, warm cache', 'process_warm'))
@@ -397,6 +395,9 @@ def main(argv=None):
   print(table)
   print('\n'.join(notes[1:]))
   print(f'\nWrote {results_path} and {plot_path}')
+  if args.write_docs:
+    results_page.write_docs(args.records_dir, args.results_page, args.curves_dir, REGISTRY,
+                             args.configs)
   return 1 if failures else 0
 
 

@@ -105,6 +105,8 @@ def summarize_config(name, target, budget, runs):
   single seed gives 0 rather than undefined.
   """
   reached = [r for r in runs if r['reached']]
+  # Figures copied from elsewhere may lack the seconds (benchmarks/learning_records.py).
+  walls = [r['wall_seconds'] for r in reached if r['wall_seconds'] is not None]
   finals = [r['final'] for r in runs if r['final'] is not None]
   floor = holding_floor(target)
   return {
@@ -114,8 +116,7 @@ def summarize_config(name, target, budget, runs):
       'n_reached': len(reached),
       'n_runs': len(runs),
       'median_steps': statistics.median(r['env_steps'] for r in reached) if reached else None,
-      'median_seconds': (statistics.median(r['wall_seconds'] for r in reached)
-                         if reached else None),
+      'median_seconds': statistics.median(walls) if walls else None,
       'final_mean': statistics.fmean(finals) if finals else None,
       'final_std': statistics.pstdev(finals) if finals else None,
       'n_final': len(finals),

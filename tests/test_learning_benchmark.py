@@ -1,6 +1,9 @@
 """The learning benchmark's aggregation, on hand-made metrics records."""
 import importlib.util
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -150,3 +153,153 @@ def test_process_seconds_are_those_of_runs_timed_from_their_start(tmp_path, monk
 
   learning.run_one('ppo_cartpole', 0, out, [], process_wall=True)  # the folder exists now
   assert learning.process_seconds(out, 'ppo_cartpole', 0) is None
+
+
+# -- records and the rendered results page --------------------------------------------
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+results_page = learning.results_page
+learning_records = learning.learning_records
+TRANSCRIBED = 'transcribed from docs/results.md at abc1234'
+
+
+def _seed(seed, steps, wall, final, last=None, source='run', commit='f' * 40, date='2026-12-03'):
+  return {'seed': seed, 'failed': False, 'reached': steps is not None,
+          'env_steps_to_target': steps, 'epoch_to_target': None, 'wall_seconds_to_target': wall,
+          'final_eval': final, 'last_env_steps': last, 'curve': None, 'commit': commit,
+          'dirty': False, 'date': date + 'T04:00:00Z', 'source': source}
+
+
+def _fixture():
+  """A measured classic-control record and a transcribed MinAtar one."""
+  run = {'config': 'x_cartpole', 'target': 475, 'budget': 1000, 'stop_at_target': True,
+         'extra_config': [], 'commands': ['python benchmarks/learning.py --configs x_cartpole'],
+         'notes': [], 'seeds': [_seed(0, 300, 2.0, 480.0), _seed(1, None, None, 100.0, 1000),
+                                _seed(2, 500, 4.0, 500.0)]}
+  old = dict(commit='b' * 40, date='2026-12-01', source=TRANSCRIBED)
+  copied = {'config': 'y_breakout_jax', 'target': 7, 'budget': 1_000_000,
+            'stop_at_target': False, 'extra_config': [], 'commands': ['python -m rl.run y'],
+            'notes': ['best eval 16.2; 7.0.'],
+            'seeds': [_seed(0, 150_528, None, 15.5, **old), _seed(1, 401_408, None, 6.9, **old)]}
+  return [run, copied]
+
+
+def test_page_rows_from_records(tmp_path):
+  (tmp_path / 'x_cartpole.png').write_bytes(b'')
+  run, copied = _fixture()
+  # Seed 1 misses: 2/3 reach, median of 300 and 500 steps and of 2 and 4 s; the finals
+  # 480, 100, 500 have mean 360 and population std sqrt(101600 / 3) = 184.03; 480 and 500
+  # are at least 475 - 47.5.
+  assert results_page.table_line(run, str(tmp_path)) == (
+      '| x_cartpole | 475 | 1,000 | 2/3 (seeds 0-2) | 300; —; 500 | 400 | 3.0 | '
+      '360.0 ± 184.0 | target | 2/3 | [curves](curves/x_cartpole.png) | run |')
+  # Copied figures have no seconds and no curve image; 15.5 and 6.9 both hold 7 - 0.7.
+  assert results_page.table_line(copied, str(tmp_path)) == (
+      '| y_breakout_jax | 7 | 1,000,000 | 2/2 (seeds 0, 1) | 150,528; 401,408 | 275,968 | — | '
+      '11.2 ± 4.3 | budget | 2/2 | — | transcribed |')
+
+
+def test_page_has_a_table_per_group_with_its_commits_and_dates(tmp_path):
+  page = results_page.render_page(_fixture(), str(tmp_path), '## Tuning\n\nprose\n')
+  classic = page.index('## Classic control')
+  real = page.index('## Real workloads')
+  assert 'do not edit' in page.lower() and 'python benchmarks/learning.py --render_only' in page
+  assert classic < page.index('| x_cartpole |') < real < page.index('| y_breakout_jax |')
+  assert page.index('- `fffffff` (2026-12-03): x_cartpole') < real
+  assert page.index(f'- `bbbbbbb` (2026-12-01, {TRANSCRIBED}): y_breakout_jax') > real
+  assert '- y_breakout_jax: best eval 16.2; 7.0.' in page
+  assert page.endswith('## Tuning\n\nprose\n')
+
+
+def test_summary_one_line_per_config():
+  assert results_page.render_summary(_fixture()).splitlines()[2:] == [
+      '| x_cartpole | 475 | 2/3 | 400 | 360.0 ± 184.0 |',
+      '| y_breakout_jax | 7 | 2/2 | 275,968 | 11.2 ± 4.3 |']
+
+
+def test_store_merges_seeds_of_the_same_measurement_and_replaces_another(tmp_path):
+  run = _fixture()[0]
+  learning_records.store(str(tmp_path), run)
+  again = {**run, 'commands': ['again'], 'seeds': [_seed(1, 700, 1.0, 490.0), _seed(3, 600, 1.0, 480.0)]}
+  merged = learning_records.store(str(tmp_path), again)
+  assert [(s['seed'], s['env_steps_to_target']) for s in merged['seeds']] == [
+      (0, 300), (1, 700), (2, 500), (3, 600)]
+  assert merged['commands'] == [run['commands'][0], 'again']
+  other_target = learning_records.store(str(tmp_path), {**again, 'target': 500})
+  assert [s['seed'] for s in other_target['seeds']] == [1, 3]
+  assert learning_records.load(str(tmp_path), 'x_cartpole') == other_target
+
+
+def test_write_docs_stores_stamped_records_curves_and_the_page(tmp_path, monkeypatch):
+  """A run with --write_docs: each seed's record carries its curve and the commit it started at."""
+  def fake_run(config_files, folder, seed, extra_config, log_path, compilation_cache_dir=None):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, 'metrics.jsonl'), 'w') as f:
+      for record in (_record(1, 5_000, 100.0 + seed), _record(2, 10_000, 480.0)):
+        f.write(json.dumps(record) + '\n')
+    return None
+  monkeypatch.setattr(learning, 'run_rl_logged', fake_run)
+  records, page, curves = tmp_path / 'records', tmp_path / 'results.md', tmp_path / 'curves'
+  assert learning.main(['--configs', 'ppo_cartpole', '--seeds', '0,1', '--stop_at_target',
+                        '--parallel', '1', '--output_dir', str(tmp_path / 'runs'),
+                        '--write_docs', '--records_dir', str(records),
+                        '--results_page', str(page), '--curves_dir', str(curves)]) == 0
+  stored = learning_records.load(str(records), 'ppo_cartpole')
+  head = learning_records.git_stamp()['commit']
+  assert [(s['seed'], s['env_steps_to_target'], s['final_eval'], s['commit'], s['source'])
+          for s in stored['seeds']] == [(0, 10_000, 480.0, head, 'run'),
+                                        (1, 10_000, 480.0, head, 'run')]
+  assert stored['seeds'][1]['curve'] == {'env_steps': [5_000, 10_000],
+                                         'eval_return': [101.0, 480.0]}
+  assert stored['commands'][0].startswith('python benchmarks/learning.py --configs ppo_cartpole')
+  assert (curves / 'ppo_cartpole.png').stat().st_size > 0
+  assert '| ppo_cartpole | 475 | 100,000 | 2/2 (seeds 0, 1) | 10,000; 10,000 | 10,000 |' in (
+      page.read_text())
+
+
+def test_render_only_and_summary_from_the_command_line(tmp_path):
+  for record in _fixture():
+    learning_records.store(str(tmp_path), record)
+  page = tmp_path / 'page.md'
+  flags = ['--records_dir', str(tmp_path), '--results_page', str(page)]
+  subprocess.run([sys.executable, _PATH, '--render_only'] + flags, check=True,
+                 capture_output=True)
+  assert page.read_text() == results_page.render_page(
+      _fixture(), results_page.CURVES_DIR, results_page.read_tuning_notes())
+  summary = subprocess.run([sys.executable, _PATH, '--summary'] + flags, check=True,
+                           capture_output=True, text=True).stdout
+  assert summary == results_page.render_summary(_fixture())
+
+
+def test_results_page_is_the_render_of_the_stored_records():
+  """docs/results.md is generated: a hand edit (or a record without its render) fails here."""
+  records = results_page.stored_records(learning_records.RECORDS_DIR, learning.REGISTRY)
+  expected = results_page.render_page(records, results_page.CURVES_DIR,
+                                      results_page.read_tuning_notes())
+  with open(results_page.PAGE) as f:
+    assert f.read() == expected, (
+        'docs/results.md differs from its records; run: python benchmarks/learning.py --render_only')
+
+
+def test_stored_records_match_the_registry():
+  for record in learning_records.load_all(learning_records.RECORDS_DIR):
+    assert (record['target'], record['budget']) == learning.REGISTRY[record['config']]
+    for seed in record['seeds']:
+      assert seed['commit'] and seed['date']
+      assert seed['source'] == 'run' or seed['source'].startswith('transcribed from ')
+
+
+def test_render_only_without_records_or_with_a_broken_one_is_one_line(tmp_path):
+  page = tmp_path / 'page.md'
+  command = [sys.executable, _PATH, '--render_only', '--records_dir', str(tmp_path),
+             '--results_page', str(page)]
+  empty = subprocess.run(command, capture_output=True, text=True)
+  assert empty.returncode == 2 and not page.exists()
+  assert empty.stderr.splitlines() == [
+      f'error: no records (<config>.json) in {tmp_path}; run benchmarks/learning.py with '
+      '--write_docs first, or pass --records_dir']
+  (tmp_path / 'x_cartpole.json').write_text('{"config": ')
+  broken = subprocess.run(command, capture_output=True, text=True)
+  assert broken.returncode == 2 and not page.exists()
+  assert len(broken.stderr.splitlines()) == 1
+  assert broken.stderr.startswith(f"error: cannot read the record {tmp_path / 'x_cartpole.json'}")
