@@ -101,7 +101,7 @@ def load(records_dir, config):
 def store(records_dir, record):
   """Writes `record`, merged into the stored one when both measure the same thing.
 
-  Seeds measured again replace their stored entries and other stored seeds
+  A seed in `record` replaces its stored entry and other stored seeds
   stay; a stored record with another target, budget, stop rule or bindings
   measured something else and is replaced whole.
   """
