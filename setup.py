@@ -12,8 +12,9 @@ BOX2D = ["box2d>=2.3.10,<2.4"]
 # environments written in JAX (classic control, MinAtar, bsuite), whose steps compile
 # into the same XLA program as the policy and the updates. It pins gymnasium below
 # 1.4, hence gymnasium's range below, and brings matplotlib, seaborn and pandas (about
-# 190 MB on their own; the test extra has them already), hence an extra.
-JAX_ENVS = ["gymnax>=1.0.1,<2"]
+# 190 MB on their own; the test extra has them already), hence an extra. gymnax imports
+# six without declaring it, so the extra brings six too.
+GYMNAX = ["gymnax>=1.0.1,<2", "six>=1.16"]
 
 setup(
     name="rl",
@@ -34,7 +35,7 @@ setup(
         "optax>=0.2.8,<0.3",
         "orbax-checkpoint>=0.12.8,<0.13",
         "gin-config>=0.5.0,<0.6",
-        # 1.3: gymnax (the jax_envs extra) pins gymnasium below 1.4.
+        # 1.3: gymnax (the gymnax extra) pins gymnasium below 1.4.
         "gymnasium>=1.3.0,<2",
         "numpy>=2.0,<3",
         "absl-py>=2.1",
@@ -64,10 +65,10 @@ setup(
         # wheels (box2d-py needs swig and a compiler). Their renderers use the video
         # extra's pygame.
         "box2d": BOX2D,
-        # JAX-native envs: gymnax (see JAX_ENVS).
-        "jax_envs": JAX_ENVS,
+        # JAX-native envs: gymnax (see GYMNAX).
+        "gymnax": GYMNAX,
         # The tests cover all of the above; pytest-xdist runs them in two worker processes.
         "test": ["pytest>=8", "pytest-xdist>=3.6", "matplotlib>=3.8", "ray>=2.40,<3",
-                 "moviepy>=2.1,<3", "pygame>=2.5"] + ATARI + MINATAR + MUJOCO + BOX2D + JAX_ENVS,
+                 "moviepy>=2.1,<3", "pygame>=2.5"] + ATARI + MINATAR + MUJOCO + BOX2D + GYMNAX,
     },
 )
