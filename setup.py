@@ -12,8 +12,9 @@ BOX2D = ["box2d>=2.3.10,<2.4"]
 # environments written in JAX (classic control, MinAtar, bsuite), whose steps compile
 # into the same XLA program as the policy and the updates. It pins gymnasium below
 # 1.4, hence gymnasium's range below, and brings matplotlib, seaborn and pandas (about
-# 190 MB on their own; the test extra has them already), hence an extra.
-JAX_ENVS = ["gymnax>=1.0.1,<2"]
+# 190 MB on their own; the test extra has them already), hence an extra. gymnax imports
+# six without declaring it, so the extra brings six too.
+GYMNAX = ["gymnax>=1.0.1,<2", "six>=1.16"]
 # The documentation site (mkdocs.yml, docs/): MkDocs builds it, with the Material theme
 # (which brings the pymdownx extensions the pages use); tests/test_docs.py builds it strictly.
 DOCS = ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10"]
@@ -38,7 +39,7 @@ setup(
         "optax>=0.2.8,<0.3",
         "orbax-checkpoint>=0.12.8,<0.13",
         "gin-config>=0.5.0,<0.6",
-        # 1.3: gymnax (the jax_envs extra) pins gymnasium below 1.4.
+        # 1.3: gymnax (the gymnax extra) pins gymnasium below 1.4.
         "gymnasium>=1.3.0,<2",
         "numpy>=2.0,<3",
         "absl-py>=2.1",
@@ -47,6 +48,9 @@ setup(
         # Sweep files (launch/sweep.py) are YAML, as the reference's were.
         "pyyaml>=6",
     ],
+    # Extras' names are lower-case letters and digits, which PEP 685's normalisation
+    # leaves as they are: setuptools writes the normalised name into the metadata, and
+    # pip 23.2 (a fresh python3.11 venv's) finds an extra only by that spelling.
     extras_require={
         # rl.report and benchmarks/learning.py draw learning curves with matplotlib.
         "plots": ["matplotlib>=3.8"],
@@ -68,15 +72,15 @@ setup(
         # wheels (box2d-py needs swig and a compiler). Their renderers use the video
         # extra's pygame.
         "box2d": BOX2D,
-        # JAX-native envs: gymnax (see JAX_ENVS).
-        "jax_envs": JAX_ENVS,
+        # JAX-native envs: gymnax (see GYMNAX).
+        "gymnax": GYMNAX,
         # The documentation site: mkdocs build --strict (see DOCS).
         "docs": DOCS,
-        # The tests cover all of the above; pytest-xdist runs them in two worker processes.
-        # griffe (griffelib, mkdocstrings' docstring parser) reads the docstrings that
+        # The tests cover all of the above, installed by their extras' names, as a user
+        # installs them; pytest-xdist runs the tests in two worker processes. griffe
+        # (griffelib, mkdocstrings' docstring parser) reads the docstrings that
         # python -m rl.parameters_doc turns into docs/parameters.md, whose test checks it.
-        "test": ["pytest>=8", "pytest-xdist>=3.6", "matplotlib>=3.8", "ray>=2.40,<3",
-                 "moviepy>=2.1,<3", "pygame>=2.5", "griffelib>=2.4,<3"]
-                + ATARI + MINATAR + MUJOCO + BOX2D + JAX_ENVS + DOCS,
+        "test": ["pytest>=8", "pytest-xdist>=3.6", "griffelib>=2.4,<3",
+                 "rl[plots,ray,video,atari,minatar,mujoco,box2d,gymnax,docs]"],
     },
 )

@@ -27,10 +27,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from rl.data import slices
+from rl.envs import packages
 from rl.errors import ConfigError
 
 PREFIX = 'gymnax:'
-INSTALL_HINT = "pip install '.[jax_envs]'"
 
 
 def is_jax_env(env_id):
@@ -66,17 +66,13 @@ class _DeferredModule(types.ModuleType):
 _RENDERING_MODULES = ('seaborn', 'matplotlib.pyplot')
 
 
-def _gymnax():
+def _gymnax(env_id):
+  """The gymnax module; a ConfigError naming the real failure (for `env_id`) if it cannot import."""
   if 'gymnax' not in sys.modules:
     for name in _RENDERING_MODULES:
       if name not in sys.modules and importlib.util.find_spec(name.split('.')[0]) is not None:
         sys.modules[name] = _DeferredModule(name)
-  try:
-    import gymnax  # pylint: disable=import-outside-toplevel
-  except ImportError:
-    raise ConfigError(f'JAX-native envs need gymnax, which is not installed; run '
-                      f'{INSTALL_HINT}.') from None
-  return gymnax
+  return packages.import_module('gymnax', 'gymnax', f'env {env_id!r}')
 
 
 def make(env_id, env_kwargs=None, time_limit=None):
@@ -85,7 +81,7 @@ def make(env_id, env_kwargs=None, time_limit=None):
   env_kwargs: fields of the env's parameters to override (e.g.
   {'max_steps_in_episode': 200}); time_limit overrides max_steps_in_episode.
   """
-  gymnax = _gymnax()
+  gymnax = _gymnax(env_id)
   name = env_id[len(PREFIX):]
   if name not in gymnax.registered_envs:
     close = difflib.get_close_matches(name, gymnax.registered_envs, n=3, cutoff=0.5)

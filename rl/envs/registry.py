@@ -24,6 +24,8 @@ from gymnasium.wrappers import RecordVideo
 from gymnasium.wrappers.vector import RecordVideo as VectorRecordVideo
 
 from rl.envs import mujoco_rendering
+from rl.envs import packages
+from rl.envs.packages import install_hint
 from rl.errors import ConfigError
 
 VIDEO_INSTALL_HINT = "pip install '.[video]'"
@@ -46,11 +48,6 @@ NAMESPACE_PACKAGES = {
     'ALE': ('atari', 'ale_py', None),
     'MinAtar': ('minatar', 'minatar.gym', 'register_envs'),
 }
-
-
-def install_hint(extra):
-  """The pip command that installs one of setup.py's extras."""
-  return f"pip install '.[{extra}]'"
 
 
 def check_env_id(env_id):
@@ -122,7 +119,8 @@ def _register_namespace(env_id):
   """Imports the package that registers `env_id`'s namespace, where we know it and it is unused.
 
   Raises:
-    ConfigError: the package is not installed (the line names its extra).
+    ConfigError: the package is not installed (the line names its extra) or fails to
+      import (the line quotes why).
   """
   try:
     namespace = parse_env_id(env_id)[0]
@@ -136,7 +134,7 @@ def _register_namespace(env_id):
     raise ConfigError(
         f"env {env_id!r} needs the {extra} extra, which is not installed (its package "
         f"registers the env namespace {namespace!r}); {install_hint(extra)}.")
-  package = importlib.import_module(module)
+  package = packages.import_module(module, extra, f'env {env_id!r}')
   if register is not None:
     getattr(package, register)()
 
@@ -252,6 +250,10 @@ def _missing_package(env_id, error):
   comes with one of ours, the line names that instead.
   """
   extra = extra_for(env_id)
+  # gymnasium says "not installed" for any ImportError; one of an installed package is told as such.
+  failing = extra and packages.installed_but_failing(extra, f'env {env_id!r}')
+  if failing:
+    return ConfigError(failing)
   if extra is None:
     # gymnasium's message names the missing package and its pip command.
     return ConfigError(f"env {env_id!r} needs a package that is not installed: "
