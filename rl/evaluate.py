@@ -46,6 +46,9 @@ FLAGS = flags.FLAGS
 # --output_dir and --compilation_cache_dir are rl.run's flags (imported
 # above): absl refuses a second definition of the same name in one process,
 # and their meaning is the same.
+# rl.run's flags that rl.evaluate reads, listed by --help with its own.
+flags.declare_key_flag('output_dir')
+flags.declare_key_flag('compilation_cache_dir')
 flags.DEFINE_integer('n_episodes', None, 'Episodes to play (default: the run\'s '
                      'n_eval_episodes).')
 flags.DEFINE_float('temperature', 0.0, 'Sampling temperature; 0 is greedy.')
@@ -141,9 +144,11 @@ def main(argv):
     print('rl.evaluate: error: give --output_dir, the run folder to evaluate.', file=sys.stderr)
     sys.exit(2)
   if FLAGS.video:
-    # Rendering to arrays needs no display, but pygame's display init probes
-    # one and, on a headless machine, prints a spurious SDL error line.
+    # Rendering to arrays needs no display nor sound, but pygame's init probes
+    # both and, on a headless machine, prints a spurious SDL error line and a
+    # dozen ALSA lines.
     os.environ.setdefault('SDL_VIDEODRIVER', 'dummy')
+    os.environ.setdefault('SDL_AUDIODRIVER', 'dummy')
   compilation_cache.configure(FLAGS.compilation_cache_dir, 'rl.evaluate')
   # Evaluation on host envs calls the policy once a step and reads it at once;
   # on JAX-native envs it is one compiled loop either way (rl.cpu_dispatch).

@@ -24,6 +24,7 @@ import gin
 from rl import algorithms  # pylint: disable=unused-import
 from rl import compiler
 from rl import config
+from rl import console
 from rl import cpu_dispatch
 from rl import run_folder
 from rl.data.checkpoints import Checkpointer
@@ -34,6 +35,7 @@ from rl.errors import Interrupted
 from rl.errors import NonFiniteLossError
 from rl.errors import OutputDirError
 from rl.learner import loop as loop_lib
+from rl.learner import time_left
 from rl.metrics import MetricsWriter
 from rl.metrics import format_return
 from rl.nets import cnn  # pylint: disable=unused-import
@@ -46,7 +48,8 @@ from rl.optim import lr_schedules  # pylint: disable=unused-import
 from rl.optim import optimizers  # pylint: disable=unused-import
 
 # Bindings that may change between a run and its resume.
-RESUMABLE_BINDINGS = ('train_rl.n_epochs', 'train_rl.stop_at_return')
+RESUMABLE_BINDINGS = ('train_rl.n_epochs', 'train_rl.stop_at_return', 'console.verbose',
+                      'console.every_seconds', 'console.progress_seconds')
 # When set, a run appends '<event> <time.time()>' lines to this file as it
 # reaches 'main' (imports done, flags parsed), 'first_epoch_start' (the first
 # epoch this process runs begins) and 'first_epoch_end' (its record and
@@ -101,15 +104,23 @@ class PreparedRun:
     self.log = log
     self.writer = writer
     self._first_line = True
+    self.console = None  # rl.console.console_settings(), from prepared_run
+    # The job's (--seeds): (plain, evaluating) epochs of the runs after this
+    # one, and the console throttle all its runs share (None: the run's own).
+    self.later = (0, 0)
+    self.throttle = None
+    self.complete_at_start = False  # nothing to train: its opening line says so
 
   def save(self):
     arrays, meta = self.learner.state_dict()
     meta['config'] = self.full_config
     self.checkpointer.save(self.learner.epoch, arrays, meta)
 
-  def log_epoch(self, line):
-    self.log.info(line)
-    if self._first_line:
+  def log_epoch(self, line, quiet=False, progress=False):
+    """An epoch's line (or, `progress`, a line about the epoch in progress) to log.txt,
+    and to the console unless `quiet`."""
+    self.log.info(line, extra={run_folder.QUIET: quiet})
+    if self._first_line and not progress:
       self._first_line = False
       mark_time('first_epoch_end')
 
@@ -117,7 +128,14 @@ class PreparedRun:
     """The learner's EpochLoop with this run's checkpoints, metrics and console."""
     from rl.learner.loop import EpochLoop  # pylint: disable=import-outside-toplevel
     return EpochLoop(self.learner, self.run.n_epochs, self.save, self.run.checkpoint_every,
-                     self.writer, self.log_epoch, self.run.stop_at_return)
+                     self.writer, self.log_epoch, self.run.stop_at_return, self.console,
+                     self.later, throttle=self.throttle)
+
+  def epochs_left(self):
+    """(plain, evaluating) epochs this run has left to train."""
+    options = self.learner.options
+    return time_left.epochs_left(self.learner.epoch, self.run.n_epochs, options.eval_every,
+                                 options.n_eval_episodes)
 
   def interrupted(self):
     """The Interrupted error of a Ctrl-C now: where the run stopped, how to resume."""
@@ -134,12 +152,17 @@ class PreparedRun:
     return NonFiniteLossError(e.metric, e.value, e.step, what_now=after_non_finite(
         run_folder.last_checkpoint(self.checkpointer), gin.operative_config_str()))
 
-  def log_done(self):
+  def log_done(self, next_steps=True):
+    """The run's closing lines: what it reached, and (next_steps) what to do with it."""
     learner = self.learner
-    last = learner.history[-1] if learner.history else {}
-    self.log.info('Training is done: %d epochs, %d env steps, eval return %s. Outputs in %s.',
-                  learner.epoch, learner.task.n_interactions,
-                  format_return(last.get('eval_return')), self.output_dir)
+    if not self.complete_at_start:  # else its opening line said it is complete
+      last = learner.history[-1] if learner.history else {}
+      self.log.info('Training is done: %s, %s, eval return %s. Outputs in %s.',
+                    console.plural(learner.epoch, 'epoch'),
+                    console.plural(learner.task.n_interactions, 'env step'),
+                    format_return(last.get('eval_return')), self.output_dir)
+    if next_steps and self.run.n_epochs:
+      self.log.info(console.next_steps(self.output_dir))
 
 
 def configure(config_files, bindings, seed=None):
@@ -211,6 +234,7 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
   task = config.construct(RLTask)
   run = config.construct(train_rl, output_dir=output_dir, task=task)
   learner = run.trainer.learner
+  console_settings = config.construct(console.console_settings)
 
   os.makedirs(output_dir, exist_ok=True)
   with run_folder.folder_lock(output_dir):
@@ -219,13 +243,17 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
     restore(run, output_dir, checkpoint, full_config, allow_config_change, from_saved_config)
     log = run_folder.setup_logging(output_dir, log_prefix)
     run_folder.save_config(output_dir, gin.operative_config_str())
-    if checkpoint is not None:
-      log.info('Resuming %s from epoch %d.', output_dir, learner.epoch)
-      if learner.task.resume_warning:
-        log.warning('Warning: %s', learner.task.resume_warning)
     writer = MetricsWriter(output_dir, learner.history, run.trainer.summary_dirs)
     try:
-      yield PreparedRun(run, output_dir, checkpointer, full_config, log, writer)
+      prepared = PreparedRun(run, output_dir, checkpointer, full_config, log, writer)
+      prepared.console = console_settings
+      prepared.complete_at_start = prepared.epoch_loop().done
+      log.info(console.run_line(config.configured_env(), type(run.trainer).__name__,
+                                learner.epoch, run.n_epochs, prepared.complete_at_start,
+                                output_dir))
+      if checkpoint is not None and learner.task.resume_warning:
+        log.warning('Warning: %s', learner.task.resume_warning)
+      yield prepared
     finally:
       writer.close()
       checkpointer.close()
@@ -276,13 +304,23 @@ def execute_seeds(config_files, bindings, output_dir, seeds, allow_config_change
       files = config_files or [run_folder.saved_config(folder)]
       runs.append(stack.enter_context(prepared_run(
           files, bindings, folder, seed, allow_config_change, log_prefix=f'seed {seed}: ')))
+    settings = runs[0].console
+    throttle = console.Throttle(settings['every_seconds'], settings['verbose'])
+    for prepared in runs:
+      prepared.throttle = throttle
     if not runs[0].learner.task.jax_native:
+      # One after the other: each run's time left counts the runs after it.
+      for i, prepared in enumerate(runs):
+        later = [r.epochs_left() for r in runs[i + 1:]]
+        prepared.later = (sum(p for p, _ in later), sum(e for _, e in later))
       for prepared in runs:
         train(prepared)
     else:
       seeds_lib.train_together(runs)
   for prepared in runs:
-    prepared.log_done()
+    prepared.log_done(next_steps=False)
+  if runs[0].run.n_epochs:
+    print(console.next_steps(folders[0], output_dir), flush=True)
   return [prepared.trainer for prepared in runs]
 
 

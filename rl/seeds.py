@@ -28,16 +28,21 @@ def parse_seeds(text):
   seeds = []
   for part in str(text).split(','):
     part = part.strip()
+    descending = False
     try:
       if '-' in part[1:]:
         first, last = part.split('-', 1) if not part.startswith('-') else (part, None)
         first, last = int(first), int(last)
-        if last < first:
+        descending = last < first
+        if descending:
           raise ValueError
         seeds.extend(range(first, last + 1))
       else:
         seeds.append(int(part))
     except (TypeError, ValueError):
+      if descending:
+        raise ConfigError(f'--seeds={text!r}: the range {part} is descending; write it '
+                          f'{last}-{first}.') from None
       raise ConfigError(f"--seeds={text!r}: give seeds as a range '0-7', a list '0,3,5' "
                         'or both (0-2,9).') from None
   if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
@@ -81,6 +86,7 @@ def train_together(runs):
   try:
     while not all(loop.done for loop in loops):
       start = time.perf_counter()
+      loops[0].begin()  # the first epoch compiles: say so, with progress lines
       # The states stay stacked on the device from one epoch to the next; a
       # seed's own copy is written back only for its bookkeeping.
       if current is None:
@@ -106,3 +112,5 @@ def train_together(runs):
     raise Interrupted(interrupted_message(os.path.dirname(runs[0].output_dir), stops)) from None
   except NonFiniteLossError as e:
     raise current_run.non_finite(e) from None
+  finally:
+    loops[0].end_progress()
