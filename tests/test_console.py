@@ -184,3 +184,26 @@ def test_time_left_of_a_seed_counts_the_seeds_after_it():
   # Its own epochs are done; 5 plain and 1 evaluating epoch of the next seeds
   # are left, at 1 s each (the fake's epochs, evaluating or not).
   assert lines[-1].endswith('| left 0:06')
+
+
+def test_throughput_leaves_out_the_seconds_of_evaluation():
+  """An evaluation that compiles for 10 s (gymnax's first) is not counted as env steps' time."""
+  clock = Clock()
+  learner = FakeLearner(clock)
+  run_epoch = learner.run_epoch
+
+  def slow_evaluation():
+    record = run_epoch()
+    if 'eval_return' in record:
+      clock.now += 10.0
+      record['time_eval'] = 10.0
+    return record
+  learner.run_epoch = slow_evaluation
+  lines = []
+  loop = loop_lib.EpochLoop(learner, 6, log=lambda line, **_: lines.append(line),
+                            console=console.console_settings(verbose=True, progress_seconds=0),
+                            clock=clock)
+  loop_lib.run(loop)
+  epoch_lines = [l for l in lines if ' | ' in l]
+  assert 'steps/s' not in epoch_lines[0]  # the first epoch compiles: no throughput
+  assert all('| 100 steps/s |' in l for l in epoch_lines[1:]), epoch_lines
