@@ -359,7 +359,7 @@ def build_runner(args, trainer_name='PPOJoint', template=RUNNER_CONFIG):
   are read back and booked on the host).
   """
   import gin  # pylint: disable=import-outside-toplevel
-  from rl import run  # pylint: disable=import-outside-toplevel,unused-import  (gin names)
+  from rl import experiment  # pylint: disable=import-outside-toplevel,unused-import  (gin names)
   from rl.envs.task import RLTask  # pylint: disable=import-outside-toplevel
   from rl import algorithms as trainers  # pylint: disable=import-outside-toplevel
   gin.clear_config()

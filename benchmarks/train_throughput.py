@@ -34,7 +34,7 @@ import optax  # noqa: E402
 from rl import compiler  # noqa: E402
 from rl import cpu_dispatch  # noqa: E402
 from rl import keys as rl_keys  # noqa: E402
-from rl import run as run_lib  # noqa: E402,F401  (registers the configurables)
+from rl import experiment  # noqa: E402,F401  (registers the configurables)
 from rl.envs.task import RLTask  # noqa: E402
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),

@@ -75,6 +75,7 @@ from launch.grid import load_sweep
 from launch.grid import parse_seeds
 from rl import compilation_cache
 from rl import config
+from rl import experiment  # pylint: disable=unused-import  (gin names of every configurable)
 from rl.envs import gymnax_envs as jax_envs
 from rl import run as run_lib  # also defines the flags redefined below
 from rl import termination

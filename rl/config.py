@@ -35,7 +35,8 @@ def parse_config(config_files, bindings):
   """
   for path in config_files:
     if not os.path.isfile(path):
-      raise ConfigError(f"config file '{path}' does not exist; check the --config_file path.")
+      raise ConfigError(f"config file '{path}' does not exist; check the --config_file path."
+                        + _suggest_file(path))
   try:
     for path in config_files:
       _parse_file(path, [])
@@ -114,6 +115,17 @@ def _included_path(path, including, chain):
       return candidate
   raise ConfigError(f"'{including}' includes '{path}', which does not exist beside it nor in "
                     'the working directory; fix the include path.')
+
+
+def _suggest_file(path):
+  """' Did you mean ...?' with the closest .gin file in the folder `path` names, if any."""
+  folder = os.path.dirname(path)
+  try:
+    names = [n for n in os.listdir(folder or '.') if n.endswith('.gin')]
+  except OSError:
+    return ''
+  close = difflib.get_close_matches(os.path.basename(path), names, n=1, cutoff=0.6)
+  return f" Did you mean '{os.path.join(folder, close[0])}'?" if close else ''
 
 
 def _suggest(word, candidates):

@@ -52,6 +52,9 @@ FLAGS = flags.FLAGS
 # --output_dir and --compilation_cache_dir are rl.run's flags (imported
 # above): absl refuses a second definition of the same name in one process,
 # and their meaning is the same.
+# rl.run's flags that rl.evaluate reads, listed by --help with its own.
+flags.declare_key_flag('output_dir')
+flags.declare_key_flag('compilation_cache_dir')
 flags.DEFINE_integer('n_episodes', None, 'Episodes to play (default: the run\'s '
                      'n_eval_episodes).')
 flags.DEFINE_float('temperature', 0.0, 'Sampling temperature; 0 is greedy.')
@@ -147,9 +150,11 @@ def main(argv):
     print('rl.evaluate: error: give --output_dir, the run folder to evaluate.', file=sys.stderr)
     sys.exit(2)
   if FLAGS.video:
-    # Rendering to arrays needs no display, but pygame's display init probes
-    # one and, on a headless machine, prints a spurious SDL error line.
+    # Rendering to arrays needs no display nor sound, but pygame's init probes
+    # both and, on a headless machine, prints a spurious SDL error line and a
+    # dozen ALSA lines.
     os.environ.setdefault('SDL_VIDEODRIVER', 'dummy')
+    os.environ.setdefault('SDL_AUDIODRIVER', 'dummy')
     # Before mujoco is imported (by the first MuJoCo env made): it reads MUJOCO_GL then.
     mujoco_rendering.choose_gl()
   compilation_cache.configure(FLAGS.compilation_cache_dir, 'rl.evaluate')

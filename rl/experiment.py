@@ -25,6 +25,7 @@ import gin
 from rl import algorithms  # pylint: disable=unused-import
 from rl import compiler
 from rl import config
+from rl import console
 from rl import cpu_dispatch
 from rl import run_folder
 from rl.data.checkpoints import Checkpointer
@@ -36,6 +37,7 @@ from rl.errors import NonFiniteLossError
 from rl.errors import OutputDirError
 from rl.errors import WriteFailed
 from rl.learner import loop as loop_lib
+from rl.learner import time_left
 from rl.metrics import MetricsWriter
 from rl.metrics import format_return
 from rl.nets import cnn  # pylint: disable=unused-import
@@ -48,7 +50,8 @@ from rl.optim import lr_schedules  # pylint: disable=unused-import
 from rl.optim import optimizers  # pylint: disable=unused-import
 
 # Bindings that may change between a run and its resume.
-RESUMABLE_BINDINGS = ('train_rl.n_epochs', 'train_rl.stop_at_return')
+RESUMABLE_BINDINGS = ('train_rl.n_epochs', 'train_rl.stop_at_return', 'console.verbose',
+                      'console.every_seconds', 'console.progress_seconds')
 # When set, a run appends '<event> <time.time()>' lines to this file as it
 # reaches 'main' (imports done, flags parsed), 'first_epoch_start' (the first
 # epoch this process runs begins) and 'first_epoch_end' (its record and
@@ -103,15 +106,23 @@ class PreparedRun:
     self.log = log
     self.writer = writer
     self._first_line = True
+    self.console = None  # rl.console.console_settings(), from prepared_run
+    # The job's (--seeds): (plain, evaluating) epochs of the runs after this
+    # one, and the console throttle all its runs share (None: the run's own).
+    self.later = (0, 0)
+    self.throttle = None
+    self.complete_at_start = False  # nothing to train: its opening line says so
 
   def save(self):
     arrays, meta = self.learner.state_dict()
     meta['config'] = self.full_config
     self.checkpointer.save(self.learner.epoch, arrays, meta)
 
-  def log_epoch(self, line):
-    self.log.info(line)
-    if self._first_line:
+  def log_epoch(self, line, quiet=False, progress=False):
+    """An epoch's line (or, `progress`, a line about the epoch in progress) to log.txt,
+    and to the console unless `quiet`."""
+    self.log.info(line, extra={run_folder.QUIET: quiet})
+    if self._first_line and not progress:
       self._first_line = False
       mark_time('first_epoch_end')
 
@@ -119,7 +130,14 @@ class PreparedRun:
     """The learner's EpochLoop with this run's checkpoints, metrics and console."""
     from rl.learner.loop import EpochLoop  # pylint: disable=import-outside-toplevel
     return EpochLoop(self.learner, self.run.n_epochs, self.save, self.run.checkpoint_every,
-                     self.writer, self.log_epoch, self.run.stop_at_return)
+                     self.writer, self.log_epoch, self.run.stop_at_return, self.console,
+                     self.later, throttle=self.throttle)
+
+  def epochs_left(self):
+    """(plain, evaluating) epochs this run has left to train."""
+    options = self.learner.options
+    return time_left.epochs_left(self.learner.epoch, self.run.n_epochs, options.eval_every,
+                                 options.n_eval_episodes)
 
   def interrupted(self):
     """The Interrupted error of a Ctrl-C now: where the run stopped, how to resume."""
@@ -141,12 +159,17 @@ class PreparedRun:
     return WriteFailed(e.what, e.reason, what_now=after_write_failure(
         run_folder.last_checkpoint(self.checkpointer)))
 
-  def log_done(self):
+  def log_done(self, next_steps=True):
+    """The run's closing lines: what it reached, and (next_steps) what to do with it."""
     learner = self.learner
-    last = learner.history[-1] if learner.history else {}
-    self.log.info('Training is done: %d epochs, %d env steps, eval return %s. Outputs in %s.',
-                  learner.epoch, learner.task.n_interactions,
-                  format_return(last.get('eval_return')), self.output_dir)
+    if not self.complete_at_start:  # else its opening line said it is complete
+      last = learner.history[-1] if learner.history else {}
+      self.log.info('Training is done: %s, %s, eval return %s. Outputs in %s.',
+                    console.plural(learner.epoch, 'epoch'),
+                    console.plural(learner.task.n_interactions, 'env step'),
+                    format_return(last.get('eval_return')), self.output_dir)
+    if next_steps and self.run.n_epochs:
+      self.log.info(console.next_steps(self.output_dir))
 
 
 def configure(config_files, bindings, seed=None):
@@ -218,7 +241,8 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
   task = config.construct(RLTask)
   run = config.construct(train_rl, output_dir=output_dir, task=task)
   learner = run.trainer.learner
-  unused = config.unused_bindings()
+  console_settings = config.construct(console.console_settings)
+  unused = config.unused_bindings()  # once every configurable of the run is called
 
   os.makedirs(output_dir, exist_ok=True)
   with run_folder.folder_lock(output_dir):
@@ -231,13 +255,17 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
     if unused:
       log.warning('Warning: %s', config.unused_bindings_warning(unused))
     run_folder.save_config(output_dir, gin.operative_config_str())
-    if checkpoint is not None:
-      log.info('Resuming %s from epoch %d.', output_dir, learner.epoch)
-      if learner.task.resume_warning:
-        log.warning('Warning: %s', learner.task.resume_warning)
     writer = MetricsWriter(output_dir, learner.history, run.trainer.summary_dirs)
     try:
-      yield PreparedRun(run, output_dir, checkpointer, full_config, log, writer)
+      prepared = PreparedRun(run, output_dir, checkpointer, full_config, log, writer)
+      prepared.console = console_settings
+      prepared.complete_at_start = prepared.epoch_loop().done
+      log.info(console.run_line(config.configured_env(), type(run.trainer).__name__,
+                                learner.epoch, run.n_epochs, prepared.complete_at_start,
+                                output_dir))
+      if checkpoint is not None and learner.task.resume_warning:
+        log.warning('Warning: %s', learner.task.resume_warning)
+      yield prepared
     finally:
       writer.close()
       checkpointer.close()
@@ -284,12 +312,21 @@ def execute_seeds(config_files, bindings, output_dir, seeds, allow_config_change
       raise ConfigError('give --config_file=<file.gin> or the --output_dir of the seeds.')
     output_dir = run_folder.default_output_dir(config_files)
   run_folder.check_seeds_parent(output_dir)
+  throttle = None
 
   def prepared(seed):
     folder = run_folder.seed_folder(output_dir, seed)
     files = config_files or [run_folder.saved_config(folder)]
     return prepared_run(files, bindings, folder, seed, allow_config_change,
                         log_prefix=f'seed {seed}: ')
+
+  def share_throttle(prepared_runs):
+    nonlocal throttle
+    if throttle is None:
+      settings = prepared_runs[0].console
+      throttle = console.Throttle(settings['every_seconds'], settings['verbose'])
+    for run in prepared_runs:
+      run.throttle = throttle
 
   # A seed's folder is made when it starts: on JAX-native envs all of them
   # start together, in one batch; on gymnasium envs each when the one before
@@ -300,19 +337,28 @@ def execute_seeds(config_files, bindings, output_dir, seeds, allow_config_change
     if batched:
       with contextlib.ExitStack() as stack:
         runs += [stack.enter_context(prepared(seed)) for seed in seeds[1:]]
+        share_throttle(runs)
         seeds_lib.train_together(runs)
     else:
+      # The seeds not yet started are counted as whole runs in the time
+      # left (their folders, and so how far each got, are read when they start).
+      options = first.learner.options
+      whole = time_left.epochs_left(0, first.run.n_epochs, options.eval_every,
+                                    options.n_eval_episodes)
+      share_throttle(runs)
+      first.later = tuple(n * (len(seeds) - 1) for n in whole)
       train(first)
-  if batched:
-    for run in runs:
-      run.log_done()
-    return [run.trainer for run in runs]
-  first.log_done()
-  for seed in seeds[1:]:
-    with prepared(seed) as run:
-      train(run)
-    run.log_done()
-    runs.append(run)
+  if not batched:
+    for i, seed in enumerate(seeds[1:], start=2):
+      with prepared(seed) as run:
+        share_throttle([run])
+        run.later = tuple(n * (len(seeds) - i) for n in whole)
+        train(run)
+      runs.append(run)
+  for run in runs:
+    run.log_done(next_steps=False)
+  if runs[0].run.n_epochs:
+    print(console.next_steps(runs[0].output_dir, output_dir), flush=True)
   return [run.trainer for run in runs]
 
 

@@ -16,6 +16,7 @@ import os
 
 from rl.errors import WriteFailed
 from rl.errors import write_failure_reason
+from rl.console import elapsed
 
 METRICS_FILE = 'metrics.jsonl'
 # Wall-clock fields: they differ between otherwise identical runs.
@@ -132,28 +133,25 @@ def format_return(v):
   return 'n/a' if v is None or (isinstance(v, float) and not math.isfinite(v)) else f'{v:.1f}'
 
 
-def _fmt_time(seconds):
-  seconds = int(seconds)
-  h, rem = divmod(seconds, 3600)
-  m, s = divmod(rem, 60)
-  return f'{h}:{m:02d}:{s:02d}' if h else f'{m}:{s:02d}'
-
-
-def console_line(record, n_epochs, seconds_per_epoch):
+def console_line(record, n_epochs, left, steps_per_second):
   """'epoch 12/100 | env steps 24,000 | train 87.3 | eval 120.0 | 3,400 steps/s | left 0:42'.
 
-  seconds_per_epoch None: the process's first epoch, which compiles; its
-  time (time_compile) is shown instead of a time left it would inflate.
+  left: (seconds, exact) for the job's time left; exact False marks it a
+  lower bound ('left 0:42+'); None: not known yet. The process's first
+  epoch compiles: its time (time_compile) is shown instead. steps_per_second:
+  env steps per second since the previous console line, evaluation left out
+  (None: not shown).
   """
   parts = [f"epoch {record['epoch']}/{n_epochs}",
            f"env steps {record['env_steps']:,}",
            f"train {format_return(record.get('train_return'))}"]
   if 'eval_return' in record:
     parts.append(f"eval {format_return(record.get('eval_return'))}")
-  if record.get('env_steps_per_second'):
-    parts.append(f"{record['env_steps_per_second']:,.0f} steps/s")
-  if seconds_per_epoch is None:
+  if steps_per_second:
+    parts.append(f'{steps_per_second:,.0f} steps/s')
+  if 'time_compile' in record:
     parts.append(f"{record['time_compile']:.1f} s incl. compiling")
-  else:
-    parts.append(f"left {_fmt_time(seconds_per_epoch * (n_epochs - record['epoch']))}")
+  elif left is not None:
+    seconds, exact = left
+    parts.append(f"left {elapsed(seconds)}{'' if exact else '+'}")
   return ' | '.join(parts)

@@ -77,7 +77,10 @@ def unfinished_epochs(run_dir, records):
   when that epoch's eval_return reached train_rl.stop_at_return (the trainer
   stops after such an epoch, and started again runs no more). A run without
   train_rl.n_epochs (no config.gin) counts as finished: nothing says otherwise.
+  A run without a single epoch is never finished.
   """
+  if not records:
+    return 'no epoch trained'  # e.g. a folder set up with train_rl.n_epochs = 0
   bindings = run_bindings(run_dir)
   n_epochs = _binding_value(bindings, 'train_rl.n_epochs')
   stop_at = _binding_value(bindings, 'train_rl.stop_at_return')

@@ -11,6 +11,11 @@ the last checkpoint; so does
 `--output_dir=D` alone, from the config the run saved in D (rl.experiment).
 Compiled programs are kept in JAX's persistent compilation cache
 (rl/compilation_cache.py; --compilation_cache_dir).
+
+The first line (what runs, where) comes before JAX is imported, which is
+why this module imports rl.experiment only in `main`: a program that needs
+the gin names of every configurable imports rl.experiment itself. What the
+console shows afterwards, and how often, is rl.console's.
 """
 import errno
 import logging
@@ -22,8 +27,8 @@ from absl import app
 from absl import flags
 from absl import logging as absl_logging
 
-from rl import compilation_cache
-from rl import experiment
+from rl import console
+from rl import run_folder
 from rl import termination
 from rl.errors import ConfigError
 from rl.errors import Interrupted
@@ -44,6 +49,10 @@ flags.DEFINE_string('seeds', None, "Several seeds, e.g. '0-7' or '0,3,5': one or
                     'folder <output_dir>/seed_<n> each. On JAX-native envs (gymnax:) they '
                     'train together, vmapped in one compiled call per epoch; on gymnasium envs '
                     'one after the other.')
+flags.DEFINE_bool('verbose', False, 'Print every epoch\'s line (the same as --config '
+                  "'console.verbose = True'); by default the console shows the first and last "
+                  'epoch, every evaluating epoch and otherwise one line every '
+                  'console.every_seconds (5 s). log.txt and metrics.jsonl keep every epoch.')
 flags.DEFINE_bool('allow_config_change', False, 'Resume a run whose config differs '
                   'from the one it was started with (on purpose).')
 flags.DEFINE_string('compilation_cache_dir', None, "JAX's persistent compilation cache "
@@ -79,13 +88,28 @@ def flags_parser(program):
   return parse
 
 
+def opening_line():
+  """What this command runs and where, said before JAX is imported (seconds on a busy machine)."""
+  output_dir = FLAGS.output_dir
+  if output_dir is None and FLAGS.config_file:
+    output_dir = run_folder.default_output_dir(FLAGS.config_file)
+  n_bindings = len(FLAGS.config) + (FLAGS.seed is not None)
+  return console.opening_line(FLAGS.config_file, n_bindings, output_dir, FLAGS.seeds)
+
+
 def main(argv):
-  experiment.mark_time('main')
-  # orbax logs every checkpoint step at INFO through absl; the console is ours.
-  absl_logging.set_verbosity(absl_logging.WARNING)
   if len(argv) > 1:
     print(f'rl.run: error: {stray_arguments(argv[1:])}', file=sys.stderr)
     sys.exit(2)
+  if FLAGS.config_file or FLAGS.output_dir:
+    print(opening_line(), flush=True)
+  # pylint: disable=import-outside-toplevel
+  from rl import compilation_cache  # these import JAX
+  from rl import experiment
+  experiment.mark_time('main')
+  # orbax logs every checkpoint step at INFO through absl; the console is ours.
+  absl_logging.set_verbosity(absl_logging.WARNING)
+  bindings = FLAGS.config + (['console.verbose = True'] if FLAGS.verbose else [])
   # Before anything compiles: nothing is compiled at import time.
   compilation_cache.configure(FLAGS.compilation_cache_dir, 'rl.run')
   termination.stop_on_sigterm()
@@ -94,10 +118,10 @@ def main(argv):
       if FLAGS.seed is not None:
         raise ConfigError('give --seed or --seeds, not both.')
       from rl.seeds import parse_seeds  # pylint: disable=import-outside-toplevel
-      experiment.execute_seeds(FLAGS.config_file, FLAGS.config, FLAGS.output_dir,
+      experiment.execute_seeds(FLAGS.config_file, bindings, FLAGS.output_dir,
                                parse_seeds(FLAGS.seeds), FLAGS.allow_config_change)
     else:
-      experiment.execute(FLAGS.config_file, FLAGS.config, FLAGS.output_dir, FLAGS.seed,
+      experiment.execute(FLAGS.config_file, bindings, FLAGS.output_dir, FLAGS.seed,
                          FLAGS.allow_config_change)
   except UserError as e:
     print(f'rl.run: error: {e}', file=sys.stderr)

@@ -24,6 +24,9 @@ LOCK_FILE = '.lock'
 LOG_FILE = 'log.txt'
 # The folder of each seed of `rl.run --seeds`, under the folder --output_dir names.
 SEED_FOLDER = 'seed_{}'
+# A log record's attribute (logging's `extra`) that keeps its line off the
+# console: log.txt has every epoch, the console a throttled few (rl.console).
+QUIET = 'quiet'
 
 
 def default_output_dir(config_files):
@@ -87,6 +90,8 @@ class _LogFile(logging.FileHandler):
 def setup_logging(output_dir, prefix=''):
   """The run's logger: console lines (after `prefix`) and <output_dir>/log.txt.
 
+  A record logged with extra={QUIET: True} goes to log.txt only.
+
   One logger per folder, so that several runs in one process (--seeds)
   each write their own log.
   """
@@ -96,6 +101,7 @@ def setup_logging(output_dir, prefix=''):
   for h in list(logger.handlers):
     logger.removeHandler(h)
   console = logging.StreamHandler(sys.stdout)
+  console.addFilter(lambda record: not getattr(record, QUIET, False))
   console.setFormatter(logging.Formatter(prefix.replace('%', '%%') + '%(message)s'))
   logger.addHandler(console)
   log_file = _LogFile(os.path.join(output_dir, LOG_FILE))

@@ -36,11 +36,13 @@ def parse_seeds(text):
   seeds = []
   for part in str(text).split(','):
     part = part.strip()
+    descending = False
     try:
       if '-' in part[1:]:
         first, last = part.split('-', 1) if not part.startswith('-') else (part, None)
         first, last = int(first), int(last)
-        if last < first:
+        descending = last < first
+        if descending:
           raise ValueError
         _check_count(text, len(seeds) + last - first + 1)
         seeds.extend(range(first, last + 1))
@@ -50,6 +52,9 @@ def parse_seeds(text):
     except ConfigError:
       raise
     except (TypeError, ValueError):
+      if descending:
+        raise ConfigError(f'--seeds={text!r}: the range {part} is descending; write it '
+                          f'{last}-{first}.') from None
       raise ConfigError(f"--seeds={text!r}: give seeds as a range '0-7', a list '0,3,5' "
                         'or both (0-2,9).') from None
   if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
@@ -102,6 +107,7 @@ def train_together(runs):
   try:
     while not all(loop.done for loop in loops):
       start = time.perf_counter()
+      loops[0].begin()  # the first epoch compiles: say so, with progress lines
       # The states stay stacked on the device from one epoch to the next; a
       # seed's own copy is written back only for its bookkeeping.
       if current is None:
@@ -129,3 +135,5 @@ def train_together(runs):
     raise current_run.non_finite(e) from None
   except WriteFailed as e:
     raise current_run.write_failed(e) from None
+  finally:
+    loops[0].end_progress()

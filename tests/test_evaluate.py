@@ -127,3 +127,5 @@ def test_cli_video_prints_where_it_went(finished_run, tmp_path):
   assert lines[1] == (f'video of episode 1 (return {first_return:.2f}, {n_frames} frames) '
                       f'written to {video}')
   assert os.path.isfile(video)
+  # pygame probes a sound card; on a machine without one ALSA would fill stderr.
+  assert 'ALSA' not in process.stderr and 'SDL' not in process.stderr, process.stderr

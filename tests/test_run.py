@@ -76,17 +76,17 @@ def test_cli_rerun_of_a_finished_run_adds_no_files(finished_run):
 
 def test_console_shows_one_line_per_epoch(tmp_path):
   result = cli(f'--config_file={REINFORCE}', f'--output_dir={tmp_path / "c"}',
-               *[f'--config={b}' for b in TINY])
+               *[f'--config={b}' for b in TINY], '--verbose')
   assert result.returncode == 0, result.stderr
-  lines = [l for l in result.stdout.splitlines() if l.startswith('epoch ')]
+  lines = [l for l in result.stdout.splitlines() if l.startswith('epoch ') and ' | ' in l]
   assert len(lines) == 3
   assert lines[-1].startswith('epoch 3/3 | env steps ')
   assert 'eval' in lines[-1] and 'steps/s' in lines[-1] and 'left' in lines[-1]
   # The first epoch compiles: its time says nothing about the epochs left.
   assert 'compiling' in lines[0] and 'left' not in lines[0]
-  # The final line rounds the eval return as the epoch lines do.
+  # The closing line rounds the eval return as the epoch lines do.
   eval_return = read_metrics(tmp_path / 'c')[-1]['eval_return']
-  assert f'eval return {eval_return:.1f}.' in result.stdout.splitlines()[-1]
+  assert f'eval return {eval_return:.1f}.' in result.stdout.splitlines()[-2]
   # The log file ends with the console's last line.
   with open(tmp_path / 'c' / 'log.txt') as f:
     assert f.read().splitlines()[-1].endswith(result.stdout.splitlines()[-1])
@@ -187,7 +187,7 @@ def test_ctrl_c_says_where_the_run_stopped_and_rerun_resumes(tmp_path):
   gate.write_text('')
   resumed = cli(*args)
   assert resumed.returncode == 0, resumed.stderr
-  assert f'Resuming {out} from epoch 1.' in resumed.stdout
+  assert f'Resuming {out} from epoch 1/3: ' in resumed.stdout
   assert [r['epoch'] for r in read_metrics(out)] == [1, 2, 3]
 
 
@@ -273,7 +273,7 @@ def test_cli_resumes_a_run_from_its_folder_alone(finished_run, tmp_path):
   done = len(before)
   result = cli(f'--output_dir={run}')
   assert result.returncode == 0, result.stderr
-  assert f'Resuming {run} from epoch {done}.' in result.stdout
+  assert f'{run} is already complete: {done}/{done} epochs' in result.stdout
   assert read_metrics(run) == before
   # --config bindings on top behave as with a config file: a change is refused...
   unchanged = snapshot(run)

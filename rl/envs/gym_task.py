@@ -85,6 +85,7 @@ class GymTask:
     self.needs = None  # the TaskNeeds of build_storage
     self.storage = None  # the rl.data.trajectories.Trajectories of build_storage
     self.n_interactions = 0
+    self.steps_collecting = 0  # env steps of the collection in progress (progress lines)
     self.n_trajectories = 0
     self.n_episodes = 0
     self._obs = None  # the envs' current observations, once they are reset
@@ -207,8 +208,9 @@ class GymTask:
     episode_returns = []
     steps = 0
     if n_interactions is not None:
-      for _ in range(n_interactions // self.n_envs):
+      for i in range(n_interactions // self.n_envs):
         self._step(policy_fn, finished, episode_returns)
+        self.steps_collecting = (i + 1) * self.n_envs
       steps = n_interactions
       for j in np.nonzero(self.storage.segments.length > 0)[0]:
         # The episode goes on in the next epoch from the same observation,
@@ -218,7 +220,9 @@ class GymTask:
       while len(finished) < n_trajectories:
         self._step(policy_fn, finished, episode_returns)
         steps += self.n_envs
+        self.steps_collecting = steps
     self.n_interactions += steps
+    self.steps_collecting = 0
     self.n_episodes += len(episode_returns)
     if finished and not only_eval:
       self.storage.store(epoch_id, finished)

@@ -61,6 +61,10 @@ class Learner:
     self.epoch = 0
     self.history = []
     self.last_epoch = None  # set by the epoch loop: the last epoch is always evaluated
+    # What the epoch in progress does (the first epoch's progress lines); a
+    # JAX-native epoch run for several seeds at once (rl.seeds) compiles before
+    # its learners' run_epoch.
+    self.phase = 'compiling'
     # The collection key is the seed's; the training key draws the training
     # batches (and any sampling inside the losses' inputs).
     seed_key, self.train_key = keys.seed_and_folded(task.seed, 2)
@@ -300,13 +304,17 @@ class Learner:
     if self.task.jax_native:
       # Collection and training are one compiled call, timed as training.
       collected = start
+      self.phase = 'collecting and training (one program)'
       stats, train_metrics = self.collect_and_train(outputs, start)
     else:
+      self.phase = 'collecting'
       stats = self.collect(epoch_id=self.epoch)
       collected = time.perf_counter()
+      self.phase = 'training'
       train_metrics = {} if options.only_eval else self.train_epoch()
     trained = time.perf_counter()
     due = self.epoch % options.eval_every == 0 or self.epoch == self.last_epoch
+    self.phase = 'evaluating'
     eval_metrics = self.evaluate() if options.n_eval_episodes and due else {}
     evaluated = time.perf_counter()
     returns = stats['episode_returns']
