@@ -348,15 +348,18 @@ def execute_seeds(config_files, bindings, output_dir, seeds, allow_config_change
       share_throttle(runs)
       first.later = tuple(n * (len(seeds) - 1) for n in whole)
       train(first)
-  if not batched:
+      first.log_done(next_steps=False)
+  if batched:
+    for run in runs:
+      run.log_done(next_steps=False)
+  else:
     for i, seed in enumerate(seeds[1:], start=2):
       with prepared(seed) as run:
         share_throttle([run])
         run.later = tuple(n * (len(seeds) - i) for n in whole)
         train(run)
+        run.log_done(next_steps=False)
       runs.append(run)
-  for run in runs:
-    run.log_done(next_steps=False)
   if runs[0].run.n_epochs:
     print(console.next_steps(runs[0].output_dir, output_dir), flush=True)
   return [run.trainer for run in runs]

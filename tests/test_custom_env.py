@@ -67,7 +67,7 @@ def test_module_colon_env_id_trains_and_resumes_from_its_folder(env_module):
   # The saved config imports the module again: the folder alone resumes.
   resumed = _cli(env_module, f'--output_dir={out}', '--config=train_rl.n_epochs = 3')
   assert resumed.returncode == 0, resumed.stderr
-  assert f'Resuming {out} from epoch 2.' in resumed.stdout
+  assert f'Resuming {out} from epoch 2/' in resumed.stdout
   assert (out / 'metrics.jsonl').read_text().count('\n') == 3
 
 
@@ -80,7 +80,7 @@ def test_a_gin_import_registers_the_env_and_the_folder_resumes(env_module):
   assert (out / 'config.gin').read_text().startswith('import my_sign_env\n')
   resumed = _cli(env_module, f'--output_dir={out}', '--config=train_rl.n_epochs = 3')
   assert resumed.returncode == 0, resumed.stderr
-  assert f'Resuming {out} from epoch 2.' in resumed.stdout
+  assert f'Resuming {out} from epoch 2/' in resumed.stdout
 
 
 def test_a_module_that_is_not_there_is_one_line(env_module):

@@ -111,7 +111,7 @@ def test_cli_full_disk_is_one_line_and_a_rerun_resumes_from_the_last_good_checkp
 
   rerun = cli(*args)
   assert rerun.returncode == 0, rerun.stderr
-  assert f'Resuming {out} from epoch 1.' in rerun.stdout
+  assert f'Resuming {out} from epoch 1/' in rerun.stdout
   assert [r['epoch'] for r in read_metrics(str(out))] == [1, 2, 3]
 
 

@@ -62,4 +62,4 @@ def test_seeds_on_a_single_run_folder_and_output_dir_alone_on_seeds(tmp_path):
   assert_one_line_error(alone, f'--output_dir={seeds} --seeds=0-1,3')
   resumed = cli(f'--output_dir={seeds}', '--seeds=0-1,3')
   assert resumed.returncode == 0, resumed.stderr
-  assert resumed.stdout.count('Resuming') == 3
+  assert resumed.stdout.count('is already complete') == 3

@@ -58,7 +58,7 @@ def test_sigterm_stops_a_run_in_one_line_and_the_resume_is_bit_exact(tmp_path):
   gate.write_text('')
   resumed = cli(*args, f'--output_dir={out}')
   assert resumed.returncode == 0, resumed.stderr
-  assert f'Resuming {out} from epoch 1.' in resumed.stdout
+  assert f'Resuming {out} from epoch 1/' in resumed.stdout
   straight = tmp_path / 'straight'
   assert cli(*args, f'--output_dir={straight}').returncode == 0
   assert without_timing(read_metrics(out)) == without_timing(read_metrics(straight))
@@ -92,7 +92,7 @@ def test_sigterm_stops_a_seeds_run_in_one_line_and_a_rerun_resumes(tmp_path):
   gate.write_text('')
   resumed = cli(*args)
   assert resumed.returncode == 0, resumed.stderr
-  assert f"Resuming {out / 'seed_0'} from epoch 1." in resumed.stdout
+  assert f"Resuming {out / 'seed_0'} from epoch 1/" in resumed.stdout
   for seed in (0, 1):
     assert [r['epoch'] for r in read_metrics(out / f'seed_{seed}')] == [1, 2, 3]
 
@@ -163,4 +163,4 @@ def test_sigterm_stops_a_sweep_and_its_runs_and_a_rerun_resumes(tmp_path):
   assert rerun.returncode == 0, rerun.stdout + rerun.stderr
   assert test_sweep.epochs_logged(midway) == [1, 2, 3]
   with open(str(midway) + '.log') as f:
-    assert f'Resuming {midway} from epoch 1.' in f.read()
+    assert f'Resuming {midway} from epoch 1/' in f.read()

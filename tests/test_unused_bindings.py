@@ -25,7 +25,7 @@ def test_a_binding_of_an_unused_configurable_is_one_warning_line(tmp_path):
   assert 'DQN' not in (out / 'config.gin').read_text()
   resumed = cli(f'--output_dir={out}')
   assert resumed.returncode == 0, resumed.stderr
-  assert 'Resuming' in resumed.stdout and warnings(resumed.stdout) == []
+  assert 'is already complete' in resumed.stdout and warnings(resumed.stdout) == []
 
 
 def test_unused_bindings_of_a_config_file_and_macros_are_named_together(tmp_path):
