@@ -67,7 +67,8 @@ def train_rl(output_dir=None, trainer_class=gin.REQUIRED, n_epochs=100,
   Args:
     output_dir: the run folder (from the runner; not bindable in gin).
     trainer_class: the trainer, e.g. @PolicyGradientTrainer.
-    n_epochs: total epochs of the run; raise it to extend a finished run.
+    n_epochs: total epochs of the run; raise it to extend a finished run. 0 sets up
+      the folder (config.gin) and trains nothing.
     checkpoint_every: checkpoint every this many epochs (and after the last).
     stop_at_return: stop early once the greedy eval return reaches this
       (None: run all n_epochs). Benchmarks use it to stop at their target.
