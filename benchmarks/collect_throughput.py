@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 from rl import compiler  # noqa: E402
 from rl import cpu_dispatch  # noqa: E402
 from rl.ops import distributions  # noqa: E402
-from rl.envs import registry as envs_lib  # noqa: E402
+from rl.envs import vector_envs  # noqa: E402
 from rl import keys  # noqa: E402
 from rl.nets import heads  # noqa: E402
 from rl.nets.variables import init_variables  # noqa: E402
@@ -65,7 +65,7 @@ class RawLoop:
   """The task's vector env stepped with random actions drawn before timing."""
 
   def __init__(self, env_id, n_envs, n_vector_steps, seed):
-    self._env = envs_lib.make_vector_env(env_id, n_envs)
+    self._env = vector_envs.make_vector_env(env_id, n_envs)
     self._env.action_space.seed(seed)
     # Drawn up front so the timed loop measures the env alone, not the sampler.
     self._actions = np.stack([self._env.action_space.sample()
@@ -92,7 +92,7 @@ class FloorLoop:
   """
 
   def __init__(self, env_id, n_envs, seed):
-    self._env = envs_lib.make_vector_env(env_id, n_envs)
+    self._env = vector_envs.make_vector_env(env_id, n_envs)
     space = self._env.single_observation_space
     dist = distributions.create_distribution(self._env.single_action_space)
     model = heads.Policy(policy_distribution=dist)

@@ -1,15 +1,15 @@
 """Env steps per second of PPO on gymnax CartPole-v1: a bare jitted floor and rl.run.
 
-Hyperparameters are PureJaxRL's published CartPole ones (HPARAMS below):
-4 envs x 128 steps per update, 4 epochs x 4 minibatches, Adam(2.5e-4, eps
-1e-5, no anneal) after clip_by_global_norm(0.5), gamma 0.99, GAE lambda 0.95,
-clip 0.2, entropy 0.01, value 0.5, separate 64x64 tanh actor and critic with
-orthogonal init.
+Hyperparameters are PureJaxRL's published CartPole ones (HPARAMS of
+benchmarks/ppo_floor.py): 4 envs x 128 steps per update, 4 epochs x 4
+minibatches, Adam(2.5e-4, eps 1e-5, no anneal) after clip_by_global_norm(0.5),
+gamma 0.99, GAE lambda 0.95, clip 0.2, entropy 0.01, value 0.5, separate 64x64
+tanh actor and critic with orthogonal init.
 
-(a) the floor: one `update` written out here as a single jitted function:
-    a `lax.scan` over 128 steps of (actor/critic forward, categorical sample,
-    gymnax env step with its auto-reset, all vmapped over the 4 envs), GAE by
-    a reverse `lax.scan`, then 4 epochs x 4 minibatches of the clipped PPO loss
+(a) the floor (benchmarks/ppo_floor.py): one `update` written out as a single
+    jitted function: a `lax.scan` over 128 steps of (actor/critic forward,
+    categorical sample, gymnax env step with its auto-reset, all vmapped over
+    the 4 envs), GAE by a reverse `lax.scan`, then 4 epochs x 4 minibatches of the clipped PPO loss
     with optax. Nothing else: no host work, no buffers, no logging. Two ways to
     run --updates updates per timed call:
       scan: one jitted `lax.scan` over the updates;
@@ -46,21 +46,20 @@ import time
 # Run as a plain script from a checkout: the repo root is not on sys.path then.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import flax.linen as nn  # noqa: E402
-import gymnax  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-import optax  # noqa: E402
 
+from benchmarks.ppo_floor import ENV_ID  # noqa: E402
+from benchmarks.ppo_floor import HPARAMS  # noqa: E402
+from benchmarks.ppo_floor import PythonLoop  # noqa: E402
+from benchmarks.ppo_floor import ScanLoop  # noqa: E402
+from benchmarks.ppo_floor import learning_check  # noqa: E402
+from benchmarks.ppo_floor import make_ppo  # noqa: E402
+from benchmarks.ppo_floor import measure_vmapped  # noqa: E402
+from benchmarks.ppo_floor import seconds  # noqa: E402
 from rl import compiler  # noqa: E402  (the runner's compiler options, for both sides)
 from rl import keys as rl_keys  # noqa: E402  (the runner's keys, for both sides)
-
-ENV_ID = 'CartPole-v1'
-HPARAMS = dict(
-    n_envs=4, n_steps=128, epochs=4, minibatches=4, lr=2.5e-4, adam_eps=1e-5,
-    gamma=0.99, gae_lambda=0.95, clip=0.2, ent_coef=0.01, vf_coef=0.5,
-    max_grad_norm=0.5, hidden=64)
 
 
 def _parse_args():
@@ -82,199 +81,6 @@ def _parse_args():
   if args.seeds < 0 or args.learn_steps < 0:
     parser.error('--seeds and --learn_steps must be >= 0')
   return args
-
-
-# ---------------------------------------------------------------------------
-# (a) The floor.
-# ---------------------------------------------------------------------------
-
-class Mlp(nn.Module):
-  """Two tanh hidden layers, then a linear head; orthogonal weights, zero biases."""
-  hidden: int
-  out: int
-  head_scale: float
-
-  @nn.compact
-  def __call__(self, x):
-    for _ in range(2):
-      x = nn.Dense(self.hidden, kernel_init=nn.initializers.orthogonal(np.sqrt(2)),
-                   bias_init=nn.initializers.zeros)(x)
-      x = jnp.tanh(x)
-    return nn.Dense(self.out, kernel_init=nn.initializers.orthogonal(self.head_scale),
-                    bias_init=nn.initializers.zeros)(x)
-
-
-def make_ppo(hp, key_impl):
-  """(init(seed) -> state, update(state) -> (state, (return sum, episodes)), steps/update)."""
-  env, env_params = gymnax.make(ENV_ID)
-  n_actions = env.action_space(env_params).n
-  obs_shape = env.observation_space(env_params).shape
-  actor = Mlp(hp['hidden'], n_actions, 0.01)
-  critic = Mlp(hp['hidden'], 1, 1.0)
-  tx = optax.chain(optax.clip_by_global_norm(hp['max_grad_norm']),
-                   optax.adam(hp['lr'], eps=hp['adam_eps']))
-  n_envs, n_steps = hp['n_envs'], hp['n_steps']
-  batch = n_envs * n_steps
-  mb_size = batch // hp['minibatches']
-  env_reset = jax.vmap(env.reset, in_axes=(0, None))
-  env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
-
-  def heads(params, obs):
-    logits = actor.apply({'params': params['actor']}, obs)
-    value = critic.apply({'params': params['critic']}, obs)[..., 0]
-    return logits, value
-
-  def init(seed):
-    key = jax.random.key(seed, impl=key_impl)
-    key, k_actor, k_critic, k_env = jax.random.split(key, 4)
-    dummy = jnp.zeros((1,) + obs_shape, jnp.float32)
-    params = {'actor': actor.init(k_actor, dummy)['params'],
-              'critic': critic.init(k_critic, dummy)['params']}
-    obs, env_state = env_reset(jax.random.split(k_env, n_envs), env_params)
-    return dict(params=params, opt_state=tx.init(params), obs=obs, env_state=env_state,
-                key=key, ep_return=jnp.zeros((n_envs,), jnp.float32))
-
-  def act_step(carry, _):
-    params, obs, env_state, key, ep_return = carry
-    key, k_act, k_env = jax.random.split(key, 3)
-    logits, value = heads(params, obs)
-    action = jax.random.categorical(k_act, logits)
-    logp = jnp.take_along_axis(jax.nn.log_softmax(logits), action[:, None], -1)[:, 0]
-    next_obs, env_state, reward, terminated, truncated, _ = env_step(
-        jax.random.split(k_env, n_envs), env_state, action, env_params)
-    # As PureJaxRL: an episode end (termination or the 500-step truncation)
-    # cuts the bootstrap.
-    done = jnp.logical_or(terminated, truncated)
-    ep_return = ep_return + reward
-    finished = (jnp.sum(jnp.where(done, ep_return, 0.0)), jnp.sum(done))
-    ep_return = jnp.where(done, 0.0, ep_return)
-    step = dict(obs=obs, action=action, logp=logp, value=value,
-                reward=reward.astype(jnp.float32), done=done.astype(jnp.float32))
-    return (params, next_obs, env_state, key, ep_return), (step, finished)
-
-  def gae(traj, last_value):
-    def back(carry, t):
-      adv_next, value_next = carry
-      nonterminal = 1.0 - t['done']
-      delta = t['reward'] + hp['gamma'] * value_next * nonterminal - t['value']
-      adv = delta + hp['gamma'] * hp['gae_lambda'] * nonterminal * adv_next
-      return (adv, t['value']), adv
-    _, adv = jax.lax.scan(back, (jnp.zeros_like(last_value), last_value),
-                          {k: traj[k] for k in ('done', 'reward', 'value')}, reverse=True)
-    return adv, adv + traj['value']
-
-  def loss_fn(params, mb):
-    logits, value = heads(params, mb['obs'])
-    log_probs = jax.nn.log_softmax(logits)
-    logp = jnp.take_along_axis(log_probs, mb['action'][:, None], -1)[:, 0]
-    ratio = jnp.exp(logp - mb['logp'])
-    adv = (mb['adv'] - mb['adv'].mean()) / (mb['adv'].std() + 1e-8)
-    policy_loss = -jnp.minimum(
-        ratio * adv, jnp.clip(ratio, 1 - hp['clip'], 1 + hp['clip']) * adv).mean()
-    value_clipped = mb['value'] + jnp.clip(value - mb['value'], -hp['clip'], hp['clip'])
-    value_loss = 0.5 * jnp.maximum(jnp.square(value - mb['target']),
-                                   jnp.square(value_clipped - mb['target'])).mean()
-    entropy = -jnp.sum(jnp.exp(log_probs) * log_probs, -1).mean()
-    return policy_loss + hp['vf_coef'] * value_loss - hp['ent_coef'] * entropy
-
-  def sgd_step(carry, mb):
-    params, opt_state = carry
-    grads = jax.grad(loss_fn)(params, mb)
-    updates, opt_state = tx.update(grads, opt_state, params)
-    return (optax.apply_updates(params, updates), opt_state), None
-
-  def epoch(carry, key):
-    params, opt_state, flat = carry
-    perm = jax.random.permutation(key, batch)
-    mbs = jax.tree.map(lambda x: x[perm].reshape((hp['minibatches'], mb_size) + x.shape[1:]),
-                       flat)
-    (params, opt_state), _ = jax.lax.scan(sgd_step, (params, opt_state), mbs)
-    return (params, opt_state, flat), None
-
-  def update(state):
-    params = state['params']
-    carry = (params, state['obs'], state['env_state'], state['key'], state['ep_return'])
-    carry, (traj, finished) = jax.lax.scan(act_step, carry, None, length=n_steps)
-    _, obs, env_state, key, ep_return = carry
-    _, last_value = heads(params, obs)
-    traj['adv'], traj['target'] = gae(traj, last_value)
-    flat = jax.tree.map(lambda x: x.reshape((batch,) + x.shape[2:]), traj)
-    key, k_epochs = jax.random.split(key)
-    (params, opt_state, _), _ = jax.lax.scan(
-        epoch, (params, state['opt_state'], flat), jax.random.split(k_epochs, hp['epochs']))
-    state = dict(params=params, opt_state=opt_state, obs=obs, env_state=env_state,
-                 key=key, ep_return=ep_return)
-    return state, jax.tree.map(jnp.sum, finished)
-
-  return init, update, batch
-
-
-class ScanLoop:
-  """`n_updates` updates as one jitted `lax.scan`: one dispatch per call."""
-
-  def __init__(self, update, state, n_updates):
-    self._run = compiler.jit(lambda s: jax.lax.scan(lambda c, _: update(c), s, None,
-                                                    length=n_updates))
-    self.state = state
-
-  def __call__(self):
-    self.state, finished = self._run(self.state)
-    return jax.block_until_ready(finished)
-
-
-class PythonLoop:
-  """`n_updates` calls of the jitted update from Python; one sync at the end."""
-
-  def __init__(self, update, state, n_updates):
-    self._run = compiler.jit(update)
-    self._n = n_updates
-    self.state = state
-
-  def __call__(self):
-    state, per_update = self.state, []
-    for _ in range(self._n):
-      state, finished = self._run(state)
-      per_update.append(finished)
-    self.state = state
-    return jax.block_until_ready(per_update)
-
-
-def _seconds(loop):
-  start = time.perf_counter()
-  loop()
-  return time.perf_counter() - start
-
-
-def measure_vmapped(args, init, update, steps_per_update, kind):
-  """The `kind` floor over args.seeds seeds in one jax.vmap; all seeds' steps count."""
-  # Each seed initialised on its own, then stacked (as rl.run --seeds does):
-  # under vmap the orthogonal initialiser becomes one batched QR, and on
-  # the CPU jaxlib spreads a batched QR over the same thread pool that runs
-  # it; two of them on a 2-thread pool wait on each other for ever (seen as
-  # a hang in block_until_ready, no CPU used).
-  one = compiler.jit(init)
-  states = jax.tree_util.tree_map(lambda *x: jnp.stack(x),
-                                  *[one(seed) for seed in range(args.seeds)])
-  loop_class = ScanLoop if kind == 'scan' else PythonLoop
-  loop = loop_class(jax.vmap(update), states, args.updates)
-  first = _seconds(loop)
-  times = [_seconds(loop) for _ in range(args.repeats)]
-  steady = statistics.median(times)
-  return dict(compile=first - steady, rate=args.seeds * args.updates * steps_per_update / steady,
-              spread=(args.seeds * args.updates * steps_per_update / max(times),
-                      args.seeds * args.updates * steps_per_update / min(times)))
-
-
-def learning_check(args, scan_loop, steps_per_update):
-  """Continues the scan floor to >= learn_steps; (steps, mean return in the last call)."""
-  per_call = args.updates * steps_per_update
-  calls_done = 1 + args.repeats  # warm-up + timed calls already made
-  finished = None
-  while finished is None or calls_done * per_call < args.learn_steps:
-    finished = scan_loop()
-    calls_done += 1
-  return_sum, episodes = (float(np.sum(x)) for x in finished)
-  return calls_done * per_call, (return_sum / episodes if episodes else float('nan')), episodes
 
 
 # ---------------------------------------------------------------------------
@@ -392,8 +198,8 @@ def measure_runner_vmapped(args, trainer):
       outputs = epoch(*current, (), np.int32(1), trainer.learner.jax_epoch_steps)
       current[:] = outputs[:2]
       jax.device_get(outputs[2:])  # the metrics, read back as rl.seeds does
-  first = _seconds(vmapped)
-  times = [_seconds(vmapped) for _ in range(args.repeats)]
+  first = seconds(vmapped)
+  times = [seconds(vmapped) for _ in range(args.repeats)]
   steady = statistics.median(times)
   return dict(compile=first - steady, rate=steps / steady)
 
@@ -408,13 +214,13 @@ def measure_interleaved(args, calls, steps):
   are kept: other tenants of a shared machine stretch wall time far more
   than the CPU time a computation needs, so the CPU figure varies less.
   """
-  first = {name: _seconds(call) for name, call in calls.items()}
+  first = {name: seconds(call) for name, call in calls.items()}
   times = {name: [] for name in calls}
   cpu = {name: [] for name in calls}
   for _ in range(args.repeats):
     for name, call in calls.items():
       start = time.process_time()
-      times[name].append(_seconds(call))
+      times[name].append(seconds(call))
       cpu[name].append(time.process_time() - start)
   results = {}
   for name, t in times.items():
@@ -478,3 +284,4 @@ def main():
 
 if __name__ == '__main__':
   main()
+

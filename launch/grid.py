@@ -124,6 +124,11 @@ def expand(sweep, seeds):
   return runs
 
 
+def point_of(run):
+  """The grid point folder of a run, e.g. 'RLTask.gamma=0.95' of 'RLTask.gamma=0.95/seed_0'."""
+  return run['folder'].rpartition('/')[0]
+
+
 def gin_bindings(bindings):
   return [f'{name} = {gin_value(value)}' for name, value in bindings.items()]
 

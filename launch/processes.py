@@ -1,6 +1,6 @@
 """Running `python -m rl.run` as child processes: the command line, environment and log.
 
-Shared by launch/sweep.py (on this machine and inside Ray tasks) and
+Shared by a sweep's backends (launch/backends.py: on this machine and inside Ray tasks) and
 benchmarks/learning.py, which all run many runs side by side.
 """
 import ctypes

@@ -42,7 +42,7 @@ from rl.run_folder import CHECKPOINT_DIR
 from rl.run_folder import CONFIG_FILE
 from rl.data.checkpoints import Checkpointer
 from rl.envs import mujoco_rendering
-from rl.envs.registry import VIDEO_INSTALL_HINT
+from rl.envs.video import VIDEO_INSTALL_HINT
 from rl.errors import ConfigError
 from rl.errors import OutputDirError
 from rl.errors import UserError

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from launch import processes
-from launch import sweep
+from launch import runner
 from rl import compilation_cache
 from run_helpers import REINFORCE
 from run_helpers import ROOT
@@ -145,7 +145,7 @@ def test_sweep_passes_its_flag_to_every_run(tmp_path):
   spec = {'folder': 'g/seed_0', 'seed': 0, 'bindings': {}}
   for given, passed in ((None, None), ('', ''), ('off', 'off'),
                         ('cache', os.path.abspath('cache'))):
-    job = sweep.job(spec, [REINFORCE], [], str(tmp_path), compilation_cache_dir=given)
+    job = runner.job(spec, [REINFORCE], [], str(tmp_path), compilation_cache_dir=given)
     assert job['compilation_cache_dir'] == passed
     command = processes.rl_run_command(job['config_files'], job['output_dir'], job['seed'],
                                        job['bindings'], False, job['compilation_cache_dir'])

@@ -1,4 +1,4 @@
-"""rl.envs.registry and RLTask on the optional envs: their extras, namespaces, frame stacking, saved state.
+"""RLTask on the optional envs: their extras, namespaces (rl.envs.registry), frame stacking, saved state.
 
 A missing package is simulated in-process: its module is made unimportable
 (None in sys.modules, gymnasium's modules that import it dropped from the
@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rl.envs import registry as envs_lib
+from rl.envs import env_state
 from rl.data import slices
 from rl.errors import ConfigError
 from rl.envs.task import RLTask
@@ -134,7 +134,7 @@ def test_minatar_registers_builds_and_collects_through_rltask(monkeypatch):
   stats = task.collect(random_policy(task), n_interactions=20)
   assert stats['env_steps'] == 20
   assert task.epochs[1].rows['observation'].dtype == bool
-  assert envs_lib.dump_env_state(task._env) is not None  # pylint: disable=protected-access
+  assert env_state.dump_env_state(task._env) is not None  # pylint: disable=protected-access
   task.close()
 
 

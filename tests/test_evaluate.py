@@ -6,7 +6,7 @@ import sys
 import imageio_ffmpeg  # the test extra includes the video extra, which brings it
 import pytest
 
-from rl.envs import registry as envs_lib
+from rl.envs import vector_envs
 from rl import evaluate as evaluate_lib
 from rl.errors import ConfigError
 from rl.errors import OutputDirError
@@ -110,7 +110,7 @@ def test_video_path_must_be_mp4(finished_run, tmp_path):
 def test_env_without_rgb_array_rendering_cannot_be_recorded(tmp_path):
   # rl_test/Chain-v0 (conftest) declares no render modes.
   with pytest.raises(ConfigError, match="'rl_test/Chain-v0' cannot render rgb_array"):
-    envs_lib.make_vector_env('rl_test/Chain-v0', 1, video_folder=str(tmp_path / 'video'))
+    vector_envs.make_vector_env('rl_test/Chain-v0', 1, video_folder=str(tmp_path / 'video'))
   assert os.listdir(tmp_path) == []
 
 

@@ -141,9 +141,9 @@ def test_process_seconds_are_those_of_runs_timed_from_their_start(tmp_path, monk
     calls.append((folder, compilation_cache_dir))
     os.makedirs(folder, exist_ok=True)
     return None
-  monkeypatch.setattr(learning, 'run_rl_logged', fake_run)
+  monkeypatch.setattr(learning.learning_runs, 'run_rl_logged', fake_run)
   out = str(tmp_path)
-  error, _, _ = learning.run_one('ppo_cartpole', 0, out, [], process_wall=True)
+  error, _, _ = learning.learning_runs.run_one('ppo_cartpole', 0, out, [], process_wall=True)
   assert error is None
   folder = learning.run_dir(out, 'ppo_cartpole', 0)
   # Cold into the run folder, then warm into its _warm twin, on the same cache.
@@ -151,7 +151,8 @@ def test_process_seconds_are_those_of_runs_timed_from_their_start(tmp_path, monk
                    (folder + '_warm', folder + '.compilation_cache')]
   assert set(learning.process_seconds(out, 'ppo_cartpole', 0)) == {'cold', 'warm'}
 
-  learning.run_one('ppo_cartpole', 0, out, [], process_wall=True)  # the folder exists now
+  # The folder exists now.
+  learning.learning_runs.run_one('ppo_cartpole', 0, out, [], process_wall=True)
   assert learning.process_seconds(out, 'ppo_cartpole', 0) is None
 
 
@@ -238,7 +239,7 @@ def test_write_docs_stores_stamped_records_curves_and_the_page(tmp_path, monkeyp
       for record in (_record(1, 5_000, 100.0 + seed), _record(2, 10_000, 480.0)):
         f.write(json.dumps(record) + '\n')
     return None
-  monkeypatch.setattr(learning, 'run_rl_logged', fake_run)
+  monkeypatch.setattr(learning.learning_runs, 'run_rl_logged', fake_run)
   records, page, curves = tmp_path / 'records', tmp_path / 'results.md', tmp_path / 'curves'
   assert learning.main(['--configs', 'ppo_cartpole', '--seeds', '0,1', '--stop_at_target',
                         '--parallel', '1', '--output_dir', str(tmp_path / 'runs'),

@@ -14,9 +14,11 @@ import time
 
 import pytest
 
+from launch import config_check
 from launch import grid
 from launch import index as index_lib
-from launch import sweep as sweep_lib
+from launch import runner
+from launch.errors import SweepError
 from run_helpers import REINFORCE
 from run_helpers import ROOT
 from run_helpers import TINY_WITHOUT_ENVS
@@ -55,7 +57,7 @@ def test_folder_names_are_filesystem_safe_and_collisions_are_refused():
   long_name = grid.point_name({'A.b': 'x' * 500})
   assert len(long_name) <= grid.MAX_NAME
   assert long_name != grid.point_name({'A.b': 'x' * 499})
-  with pytest.raises(sweep_lib.SweepError, match='same folder'):
+  with pytest.raises(SweepError, match='same folder'):
     grid.expand({'A.b': ['a b', 'a/b']}, [0])
 
 
@@ -76,7 +78,7 @@ def test_values_become_gin_bindings():
     ({'RLTask.gamma': [{'a': 1}]}, 'not a number'),
 ])
 def test_bad_sweeps_are_refused(sweep, match):
-  with pytest.raises(sweep_lib.SweepError, match=match):
+  with pytest.raises(SweepError, match=match):
     grid.validate_sweep(sweep)
 
 
@@ -362,7 +364,7 @@ def test_only_the_same_finished_runs_are_skipped(tmp_path):
   runs = grid.expand({'RLTask.time_limit': [10, 20]}, [0])
   extra = ['RLTask.max_steps = 5']
   header = {'config_files': [str(config)],
-            'config_digest': sweep_lib.check_config([str(config)], extra, runs),
+            'config_digest': config_check.check_config([str(config)], extra, runs),
             'extra_config': extra, 'seeds': [0], 'backend': 'local'}
   for run in runs:
     os.makedirs(tmp_path / run['folder'])
@@ -375,7 +377,7 @@ def test_only_the_same_finished_runs_are_skipped(tmp_path):
   # Another --config, or an edited config file (an included one too): all run again.
   assert not index_lib.finished_before(str(tmp_path), dict(header, extra_config=[]), runs)
   included.write_text('RLTask.gamma = 0.8\n')
-  edited = dict(header, config_digest=sweep_lib.check_config([str(config)], extra, runs))
+  edited = dict(header, config_digest=config_check.check_config([str(config)], extra, runs))
   assert edited['config_digest'] != header['config_digest']
   assert not index_lib.finished_before(str(tmp_path), edited, runs)
   # A finished run whose folder was deleted runs again.
@@ -506,18 +508,18 @@ class RecordingBackend:
 def test_a_grid_over_the_env_groups_only_the_jax_native_points_seeds(tmp_path):
   """Per point, from its parsed config: gymnax points one process, gymnasium a process a seed."""
   runs = grid.expand({'RLTask.env': ['CartPole-v1', 'gymnax:CartPole-v1']}, [0, 1])
-  _, jax_points = sweep_lib.check_points([PPO_GYM], [], runs)
+  _, jax_points = config_check.check_points([PPO_GYM], [], runs)
   assert jax_points == {'RLTask.env=gymnax_CartPole-v1'}
   # The env of the config file, or through a macro, counts as much as the grid's.
   one = grid.expand({'PPO.epsilon': [0.2]}, [0])
-  assert sweep_lib.check_points([PPO_JAX], [], one)[1] == {'PPO.epsilon=0.2'}
-  assert sweep_lib.check_points([PPO_GYM], [], one)[1] == set()
+  assert config_check.check_points([PPO_JAX], [], one)[1] == {'PPO.epsilon=0.2'}
+  assert config_check.check_points([PPO_GYM], [], one)[1] == set()
   macro = ["ENV = 'gymnax:CartPole-v1'", 'RLTask.env = %ENV']
-  assert sweep_lib.check_points([PPO_GYM], macro, one)[1] == {'PPO.epsilon=0.2'}
+  assert config_check.check_points([PPO_GYM], macro, one)[1] == {'PPO.epsilon=0.2'}
 
   backend = RecordingBackend()
   out = tmp_path / 'sweep'
-  done = sweep_lib.run_sweep(runs, [PPO_GYM], ['X.y = 1'], str(out), backend,
+  done = runner.run_sweep(runs, [PPO_GYM], ['X.y = 1'], str(out), backend,
                              together=jax_points)
   assert [(os.path.relpath(j['output_dir'], out), j['seed'], j.get('seeds'),
            os.path.relpath(j['log_path'], out)) for j in backend.jobs] == [
@@ -545,7 +547,7 @@ def test_a_jax_native_point_runs_only_its_unfinished_seeds_and_fails_them_togeth
   skipped = {'PPO.epsilon=0.1/seed_1', 'PPO.epsilon=0.2/seed_0', 'PPO.epsilon=0.2/seed_1',
              'PPO.epsilon=0.2/seed_2'}
   backend = RecordingBackend(fail=['PPO.epsilon=0.1'])
-  done = sweep_lib.run_sweep(runs, [PPO_JAX], [], str(tmp_path), backend, skipped=skipped,
+  done = runner.run_sweep(runs, [PPO_JAX], [], str(tmp_path), backend, skipped=skipped,
                              together=together)
   # One process for the point with seeds left, with only those; none for the finished point.
   assert [(os.path.basename(j['output_dir']), j['seeds']) for j in backend.jobs] == [

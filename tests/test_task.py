@@ -9,7 +9,7 @@ import pytest
 from conftest import ChainEnv
 
 from rl import config
-from rl.envs import registry as envs_lib
+from rl.envs import vector_envs
 from rl.envs import task as task_lib
 from rl.envs.gym_task import GymTask
 from rl.envs.jax_task import JaxTask
@@ -333,11 +333,11 @@ def test_cartpole_evaluates_on_its_own_vectorised_env_and_trains_on_copies():
   episodes), reproducibly from its seed; training collection keeps one env per copy, whose
   state a checkpoint saves."""
   from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv  # pylint: disable=import-outside-toplevel
-  vectorized = envs_lib.make_vector_env('CartPole-v1', 3, vectorized=True)
+  vectorized = vector_envs.make_vector_env('CartPole-v1', 3, vectorized=True)
   assert isinstance(vectorized.unwrapped, CartPoleVectorEnv)
-  assert isinstance(envs_lib.make_vector_env('CartPole-v1', 3).unwrapped, gym.vector.SyncVectorEnv)
+  assert isinstance(vector_envs.make_vector_env('CartPole-v1', 3).unwrapped, gym.vector.SyncVectorEnv)
   # A wrapper on every copy needs the copies one by one.
-  wrapped = envs_lib.make_vector_env('CartPole-v1', 3, vectorized=True,
+  wrapped = vector_envs.make_vector_env('CartPole-v1', 3, vectorized=True,
                                      wrappers=[gym.wrappers.RecordEpisodeStatistics])
   assert isinstance(wrapped.unwrapped, gym.vector.SyncVectorEnv)
   task = RLTask(env='CartPole-v1', n_envs=2)

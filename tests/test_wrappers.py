@@ -6,10 +6,10 @@ more than 1 point per reward within 10 steps, loses its first life near step
 all happen quickly. The games and their seeds are fixed, so the numbers are too.
 """
 import gin
+import gymnasium as gym
 import numpy as np
 import pytest
 
-from rl.envs import registry as envs_lib
 from rl.data import slices
 from rl.envs import wrappers
 from rl.errors import ConfigError
@@ -165,6 +165,6 @@ def test_bad_atari_preprocessing_options_are_one_line(name, value):
 
 
 def test_terminal_on_life_loss_needs_an_env_that_reports_lives():
-  env = wrappers.TerminalOnLifeLoss(envs_lib.gym.make('CartPole-v1'))
+  env = wrappers.TerminalOnLifeLoss(gym.make('CartPole-v1'))
   with pytest.raises(ConfigError, match="needs an env that reports 'lives'.*'CartPole-v1'"):
     env.reset(seed=0)

@@ -21,7 +21,10 @@ import numpy as np
 
 from rl.data import trajectories as trajectories_lib
 from rl.envs import bookkeeping
-from rl.envs import registry as envs_lib
+from rl.envs import env_state
+from rl.envs import registry
+from rl.envs import vector_envs
+from rl.envs import video
 from rl.envs import wrappers as wrappers_lib
 from rl.errors import ConfigError
 
@@ -43,7 +46,7 @@ class GymTask:
   def __init__(self, env, env_kwargs=None, n_envs=8, gamma=0.99, max_steps=None,
                time_limit=None, initial_trajectories=0, num_stacked_frames=1,
                atari_preprocessing=False, seed=0):
-    registered = envs_lib.check_env_id(env)
+    registered = registry.check_env_id(env)
     if isinstance(num_stacked_frames, bool) or not isinstance(num_stacked_frames, int) or (
         num_stacked_frames < 1):
       raise ConfigError(f'RLTask.num_stacked_frames must be an integer >= 1 (1: no stacking), '
@@ -101,14 +104,14 @@ class GymTask:
     Training and eval envs differ in the training-only wrappers (reward
     clipping, episodes ending on a lost life; see rl.envs.wrappers), and eval envs
     use the env's own vectorised implementation where it has one
-    (rl.envs.registry.make_vector_env's `vectorized`; recorded or not, the same).
+    (rl.envs.vector_envs.make_vector_env's `vectorized`; recorded or not, the same).
     """
     wrappers, game_returns = wrappers_lib.env_wrappers(
         self._atari, self.num_stacked_frames, training, self.time_limit)
     # Under Atari preprocessing the time limit is a wrapper above the frame
     # skip, so it counts agent steps as everything else here does.
     time_limit = None if self._atari is not None else self.time_limit
-    env = envs_lib.make_vector_env(self.env_name, n_envs, self._env_kwargs, time_limit,
+    env = vector_envs.make_vector_env(self.env_name, n_envs, self._env_kwargs, time_limit,
                                    video_folder=video_folder, wrappers=wrappers,
                                    vectorized=not training)
     return env, game_returns
@@ -297,7 +300,7 @@ class GymTask:
     with tempfile.TemporaryDirectory(dir=folder, prefix='.rl-video-') as tmp:
       # A folder RecordVideo creates itself: it warns about an existing one.
       recording = os.path.join(tmp, 'video')
-      with envs_lib.video_errors(self.env_name):
+      with video.video_errors(self.env_name):
         # Not cached: the recorder records only its env's first episode.
         env, _ = self._make_env(n_episodes, training=False, video_folder=recording)
         try:
@@ -345,7 +348,7 @@ class GymTask:
         'obs': self._obs,
         'episode_return': self._episode_return,
     }
-    env_blob = envs_lib.dump_env_state(self._env)
+    env_blob = env_state.dump_env_state(self._env)
     if env_blob is not None:
       arrays['env_state'] = np.frombuffer(env_blob, np.uint8).copy()
     meta = {**bookkeeping.counters(self), 'rng': self._rng.bit_generator.state,
@@ -358,7 +361,7 @@ class GymTask:
     bookkeeping.load_counters(self, meta)
     self._rng.bit_generator.state = meta['rng']
     if 'env_state' in arrays:
-      envs_lib.load_env_state(self._env, np.asarray(arrays['env_state']).tobytes())
+      env_state.load_env_state(self._env, np.asarray(arrays['env_state']).tobytes())
       self._obs = np.array(arrays['obs'])
       self._episode_return = np.array(arrays['episode_return'])
     else:

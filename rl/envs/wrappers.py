@@ -15,7 +15,7 @@ Each sub-env of a vector env is wrapped, innermost first, in
 
 Evaluation envs get the same observations (the first two and the last) but
 the game's own rewards and episodes, so an eval return is a game score.
-Every wrapper here pickles with the env it wraps: rl.envs.registry.dump_env_state saves
+Every wrapper here pickles with the env it wraps: rl.envs.env_state.dump_env_state saves
 them with the checkpoint for an exact resume.
 """
 import collections
