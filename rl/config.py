@@ -265,8 +265,18 @@ def unused_bindings():
   leaves that parameter out, and a binding of it still documents the run.
   Call it once the run is built (rl.experiment.prepared_run).
   """
+  unused = unused_keys(gin.config_str())
+  return [key for key in config_bindings(gin.config_str()) if key in unused]
+
+
+def unused_keys(*configs):
+  """The keys bound in any of the gin texts `configs` whose configurable this run never used.
+
+  Such a binding cannot change the run, so it is no difference when a resume
+  compares configs. Call it once the run is built, as unused_bindings.
+  """
   used = {_selector(key) for key in config_bindings(gin.operative_config_str())}
-  return [key for key in config_bindings(gin.config_str()) if _selector(key) not in used]
+  return {key for text in configs for key in config_bindings(text) if _selector(key) not in used}
 
 
 def unused_bindings_warning(keys, max_named=5):

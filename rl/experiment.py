@@ -198,9 +198,11 @@ def restore(run, output_dir, checkpoint, full_config, allow_config_change, from_
     learner.collect_initial()
     return
   _, arrays, meta = checkpoint
+  # Bindings of configurables this run never calls have no effect either way.
+  unused = config.unused_keys(meta.get('config', ''), full_config)
   diffs = config.config_difference(meta.get('config', ''), full_config,
                                    new_is_operative=from_saved_config,
-                                   ignored=RESUMABLE_BINDINGS)
+                                   ignored=set(RESUMABLE_BINDINGS) | unused)
   if diffs and not allow_config_change:
     raise OutputDirError(
         f"output folder '{output_dir}' holds a run with a different config ("

@@ -41,3 +41,20 @@ def test_unused_bindings_of_a_config_file_and_macros_are_named_together(tmp_path
   # The shipped config alone binds nothing unused.
   clean = cli(f'--config_file={REINFORCE}', *ONE_EPOCH, f'--output_dir={tmp_path / "clean"}')
   assert clean.returncode == 0 and warnings(clean.stdout) == []
+
+
+def test_unused_bindings_make_no_difference_to_a_resume(tmp_path):
+  out = tmp_path / 'run'
+  two = [f'--config={b}' for b in TINY + ['train_rl.n_epochs = 2']]
+  first = cli(f'--config_file={REINFORCE}', *ONE_EPOCH, '--config=DQN.n_eval_episodes = 5',
+              f'--output_dir={out}')
+  assert first.returncode == 0, first.stderr
+  # Dropping the binding that had no effect, or adding another, still resumes.
+  dropped = cli(f'--config_file={REINFORCE}', *two, '--config=AWR.n_eval_episodes = 2',
+                f'--output_dir={out}')
+  assert dropped.returncode == 0, dropped.stderr
+  assert f'Resuming {out} from epoch 1/2' in dropped.stdout
+  # A binding the run uses is still a difference.
+  changed = cli(f'--config_file={REINFORCE}', *two, '--config=RLTask.gamma = 0.5',
+                f'--output_dir={out}')
+  assert changed.returncode == 2 and 'RLTask.gamma' in changed.stderr
