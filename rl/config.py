@@ -145,6 +145,11 @@ def _gin_error(e):
   m = re.search(r"Configurable '([^']+)' doesn't have a parameter named '([^']+)'", text)
   if m:
     selector, param = m.groups()
+    if selector.split('/')[-1] == 'RLTask':
+      from rl.envs import task  # pylint: disable=import-outside-toplevel  # only on this error
+      misplaced = task.misplaced_binding(param, _bound_trainer())
+      if misplaced:
+        return ConfigError(misplaced)
     return ConfigError(f"'{selector}' has no parameter '{param}'."
                        f"{_suggest(param, configurables.parameters_of(selector))} "
                        "Fix the binding's parameter name.")
@@ -152,6 +157,14 @@ def _gin_error(e):
   if m and isinstance(e, SyntaxError) and '=' in (e.text or ''):
     return ConfigError(_not_a_literal(m.group(1), e.text, e.filename, e.lineno))
   return ConfigError(f'bad gin config: {text[:400]}')
+
+
+def _bound_trainer():
+  """The name of the trainer class bound so far (train_rl.trainer_class), else None."""
+  try:
+    return gin.query_parameter('train_rl.trainer_class').selector
+  except (ValueError, AttributeError):
+    return None
 
 
 def _not_a_literal(token, line, filename, lineno):
@@ -208,6 +221,11 @@ def construct(cls, **kwargs):
           f"'{name}' has no parameter '{m.group(1)}'."
           f"{_suggest(m.group(1), configurables.parameters_of(name))} "
           "Fix the binding's parameter name.") from None
+    m = re.search(r"got multiple values for keyword argument '([^']+)'", text)
+    if m:  # a subclass passes this parameter to its base itself
+      name = cls.__name__
+      raise ConfigError(f"{name} sets {m.group(1)} itself, so it cannot be bound; remove "
+                        f"the binding {name}.{m.group(1)}.") from None
     raise ConfigError(f'cannot build {cls.__name__}: {first_sentence(text)} '
                       '(check the types of its gin bindings).') from None
   except RuntimeError as e:

@@ -132,6 +132,9 @@ def test_missing_include_is_one_line_naming_both_files(tmp_path):
     ('RLTask.gama = 0.9', ["'RLTask' has no parameter 'gama'", "Did you mean 'gamma'"]),
     ('PolicyGradientTrainer.n_eval_episdoes = 3', ["Did you mean 'n_eval_episodes'"]),
     ("RLTask.env_kwargs = 3", ['cannot build RLTask']),
+    # REINFORCE passes its policy's batch size to its base itself.
+    ('PolicyGradientTrainer.policy_batch_size = 3',
+     ['PolicyGradientTrainer sets policy_batch_size itself, so it cannot be bound']),
     ("RLTask.env = 'CartPol-v1'", ["unknown env id 'CartPol-v1'", "Did you mean 'CartPole-v1'"]),
     ("RLTask.env = 'rl_test/TupleAction-v0'", ['PolicyGradientTrainer cannot act',
                                                'not supported']),

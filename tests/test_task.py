@@ -76,8 +76,12 @@ def test_the_reserved_rows_pad_the_device_copy_from_the_first_epoch():
 
 def test_n_replay_epochs_is_the_trainers_not_the_tasks():
   """RLTask has no n_replay_epochs: gin refuses the binding, and the fix names the trainer's."""
-  with pytest.raises(ConfigError, match="'RLTask' has no parameter 'n_replay_epochs'"):
+  with pytest.raises(ConfigError, match=r'bind <Trainer>.n_replay_epochs \(e.g. DQN'):
     config.parse_config([], ['RLTask.n_replay_epochs = 3'])
+  gin.clear_config()
+  # With the trainer bound (a config file, then --config), the line names it.
+  with pytest.raises(ConfigError, match='bind PPO.n_replay_epochs instead of RLTask'):
+    config.parse_config([], ['train_rl.trainer_class = @PPO', 'RLTask.n_replay_epochs = 3'])
   gin.clear_config()
   assert task_lib.misplaced_binding('n_replay_epochs', 'DQN') == (
       'n_replay_epochs is a trainer parameter: bind DQN.n_replay_epochs instead of '
