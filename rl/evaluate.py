@@ -55,6 +55,8 @@ FLAGS = flags.FLAGS
 # rl.run's flags that rl.evaluate reads, listed by --help with its own.
 flags.declare_key_flag('output_dir')
 flags.declare_key_flag('compilation_cache_dir')
+# Here the folder is required and holds the run to evaluate, so its help says so.
+FLAGS['output_dir'].help = 'The run folder to evaluate (required): its config.gin and checkpoints.'
 flags.DEFINE_integer('n_episodes', None, 'Episodes to play (default: the run\'s '
                      'n_eval_episodes).')
 flags.DEFINE_float('temperature', 0.0, 'Sampling temperature; 0 is greedy.')

@@ -143,3 +143,4 @@ def test_evaluate_help_lists_the_flags_it_reads_from_rl_run():
                           capture_output=True, text=True, timeout=120)
   assert '--compilation_cache_dir' in result.stdout and '--output_dir' in result.stdout
   assert '--seeds' not in result.stdout  # rl.run's own flags stay out
+  assert 'The run folder to evaluate (required)' in result.stdout  # not rl.run's default
