@@ -293,7 +293,14 @@ def make_report(runs_dir, target=None):
   text = f'# Report: {default_name}\n\n' + '\n\n'.join(sections) + '\n\n' + note + '\n'
   with open(os.path.join(runs_dir, REPORT_FILE), 'w') as f:
     f.write(text)
-  plot_groups(curves, os.path.join(runs_dir, PLOT_FILE), target)
+  try:
+    plot_groups(curves, os.path.join(runs_dir, PLOT_FILE), target)
+  except ImportError as e:
+    if not (e.name or '').startswith('matplotlib'):
+      raise
+    # The table is the report; the plot is what the optional plots extra adds.
+    print(f"rl.report: warning: {PLOT_FILE} not drawn: matplotlib is not installed; "
+          "pip install '.[plots]' adds it.", file=sys.stderr)
   return text
 
 

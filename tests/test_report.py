@@ -115,6 +115,16 @@ def test_plot_is_written_with_size_and_dimensions(runs):
   assert pixels.std() > 0  # not a blank canvas
 
 
+def test_without_matplotlib_the_report_is_written_and_the_plot_named_in_one_line(
+    runs, monkeypatch, capsys):
+  monkeypatch.setitem(sys.modules, 'matplotlib.pyplot', None)  # import fails as if absent
+  text = report.make_report(runs, target=475)
+  assert '| 2 |' in text and os.path.exists(os.path.join(runs, 'report.md'))
+  assert not os.path.exists(os.path.join(runs, 'learning_curves.png'))
+  [line] = capsys.readouterr().err.splitlines()
+  assert 'learning_curves.png not drawn' in line and "pip install '.[plots]'" in line
+
+
 def test_one_run_folder_is_its_own_group(tmp_path):
   run_dir = str(tmp_path / 'only')
   _make_run(run_dir, 0, 0.1, [1.0, 2.0])
