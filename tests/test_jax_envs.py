@@ -346,3 +346,50 @@ def test_gymnax_rendering_modules_load_only_when_something_draws():
   result = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
   assert result.returncode == 0, result.stderr
+
+
+DQN_JAX = os.path.join(ROOT, 'configs', 'dqn_cartpole_jax.gin')
+
+
+def test_seeds_of_a_dqn_hold_their_own_target_networks_and_resume_exactly(tmp_path):
+  import shutil  # pylint: disable=import-outside-toplevel
+  from rl import experiment as run_lib  # pylint: disable=import-outside-toplevel
+  from rl.data.checkpoints import Checkpointer  # pylint: disable=import-outside-toplevel
+  out = tmp_path / 'seeds'
+  # 3 gradient steps an epoch and sync_freq 5: at the epoch-2 checkpoint
+  # (step 6) each seed's held target is its network of step 5.
+  bindings = ['train_rl.n_epochs = 4', 'train_rl.checkpoint_every = 2', 'RLTask.n_envs = 2',
+              'MLP.layer_widths = (8,)', 'DQN.n_interactions_per_epoch = 16',
+              'DQN.value_train_steps_per_epoch = 3', 'DQN.value_batch_size = 8',
+              "DQN.target_sync = 'global'", 'DQN.sync_freq = 5', 'DQN.n_replay_epochs = 4',
+              'DQN.n_eval_episodes = 2', 'DQN.eval_every = 2']
+  run_lib.execute_seeds([DQN_JAX], bindings, str(out), [0, 1])
+
+  def saved(seed):
+    return Checkpointer(str(out / f'seed_{seed}' / 'checkpoints')).restore_latest()[1]
+
+  def equal(a, b):
+    leaves_a, leaves_b = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
+    return len(leaves_a) == len(leaves_b) and all(
+        np.array_equal(x, y) for x, y in zip(leaves_a, leaves_b))
+
+  def numbers(folder):
+    return [{k: v for k, v in r.items() if k not in TIMING_KEYS and 'per_second' not in k}
+            for r in read_metrics(folder)]
+  finished = {seed: saved(seed) for seed in (0, 1)}
+  straight = {seed: numbers(out / f'seed_{seed}') for seed in (0, 1)}
+  for seed in (0, 1):
+    shutil.rmtree(out / f'seed_{seed}' / 'checkpoints' / '4')
+  at_2 = {seed: saved(seed) for seed in (0, 1)}
+  for seed in (0, 1):
+    target, online = at_2[seed]['extra']['target'], at_2[seed]['trainers']['value']['params']
+    assert int(at_2[seed]['trainers']['value']['step']) == 6
+    assert not equal(target['params'], online)
+  assert not equal(at_2[0]['extra']['target'], at_2[1]['extra']['target'])
+  # The same command again: each seed resumes from its own checkpoint, target
+  # included, and redoes epochs 3 and 4 number for number.
+  run_lib.execute_seeds([DQN_JAX], bindings, str(out), [0, 1])
+  for seed in (0, 1):
+    assert numbers(out / f'seed_{seed}') == straight[seed]
+    assert equal(saved(seed)['extra'], finished[seed]['extra'])
+    assert equal(saved(seed)['trainers'], finished[seed]['trainers'])

@@ -127,14 +127,42 @@ def wait_for_checkpoint(proc, out, epoch, gate):
   assert sweep_gate.waiting(gate), 'the run never reached the gate'
 
 
-def test_sigkill_mid_run_then_resume_is_bit_exact(tmp_path):
+DQN_CARTPOLE = os.path.join(ROOT, 'configs', 'dqn_cartpole.gin')
+
+# Each run: 10 epochs, checkpoints every 4, killed inside epoch 5.
+SIGKILL_RUNS = {
+    'reinforce': [REINFORCE, 'RLTask.n_envs = 4',
+                  'PolicyGradientTrainer.n_trajectories_per_epoch = 6',
+                  'PolicyGradientTrainer.batch_size = 128',
+                  'PolicyGradientTrainer.n_eval_episodes = 2'],
+    # The held target (target_sync 'global'): 3 gradient steps an epoch and
+    # sync_freq 5, so at the epoch-4 checkpoint (step 12) the target is
+    # step 10's network, which the resumed run must continue from.
+    'dqn_held_target': [DQN_CARTPOLE, 'RLTask.n_envs = 2', 'RLTask.initial_trajectories = 2',
+                        'MLP.layer_widths = (8,)', "DQN.target_sync = 'global'",
+                        'DQN.n_interactions_per_epoch = 16', 'DQN.value_train_steps_per_epoch = 3',
+                        'DQN.value_batch_size = 8', 'DQN.sync_freq = 5',
+                        'DQN.n_eval_episodes = 2', 'DQN.eval_every = 1'],
+}
+
+
+def latest_arrays(folder):
+  return Checkpointer(os.path.join(folder, 'checkpoints')).restore_latest()[:2]
+
+
+def trees_equal(a, b):
+  leaves_a, tree_a = jax.tree_util.tree_flatten(a)
+  leaves_b, tree_b = jax.tree_util.tree_flatten(b)
+  return tree_a == tree_b and all(np.array_equal(x, y) for x, y in zip(leaves_a, leaves_b))
+
+
+@pytest.mark.parametrize('run', sorted(SIGKILL_RUNS))
+def test_sigkill_mid_run_then_resume_is_bit_exact(tmp_path, run):
   gate, gated = gated_config(tmp_path)
-  flags = [f'--config_file={REINFORCE}', f'--config_file={gated}',
-           '--config=train_rl.n_epochs = 10',
-           '--config=train_rl.checkpoint_every = 4', '--config=RLTask.n_envs = 4',
-           '--config=PolicyGradientTrainer.n_trajectories_per_epoch = 6',
-           '--config=PolicyGradientTrainer.batch_size = 128',
-           '--config=PolicyGradientTrainer.n_eval_episodes = 2']
+  config, *bindings = SIGKILL_RUNS[run]
+  flags = [f'--config_file={config}', f'--config_file={gated}',
+           '--config=train_rl.n_epochs = 10', '--config=train_rl.checkpoint_every = 4',
+           *[f'--config={b}' for b in bindings]]
   killed = tmp_path / 'killed'
   proc = subprocess.Popen([sys.executable, '-m', 'rl.run', *flags, f'--output_dir={killed}'],
                           cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -143,6 +171,11 @@ def test_sigkill_mid_run_then_resume_is_bit_exact(tmp_path):
   proc.send_signal(signal.SIGKILL)
   proc.wait()
   assert [r['epoch'] for r in read_metrics(killed)] == [1, 2, 3, 4]
+  if run == 'dqn_held_target':
+    step, arrays = latest_arrays(killed)
+    assert step == 4 and int(arrays['trainers']['value']['step']) == 12
+    assert not trees_equal(arrays['extra']['target']['params'],
+                           arrays['trainers']['value']['params'])
   gate.write_text('')
   resumed = cli(*flags, f'--output_dir={killed}')
   assert resumed.returncode == 0, resumed.stderr
@@ -151,14 +184,13 @@ def test_sigkill_mid_run_then_resume_is_bit_exact(tmp_path):
   assert cli(*flags, f'--output_dir={straight}').returncode == 0
 
   assert without_timing(read_metrics(killed)) == without_timing(read_metrics(straight))
-  step_a, params_a = final_params(straight)
-  step_b, params_b = final_params(killed)
+  step_a, arrays_a = latest_arrays(straight)
+  step_b, arrays_b = latest_arrays(killed)
   assert step_a == step_b == 10
-  leaves_a, tree_a = jax.tree_util.tree_flatten(params_a)
-  leaves_b, tree_b = jax.tree_util.tree_flatten(params_b)
-  assert tree_a == tree_b
-  for a, b in zip(leaves_a, leaves_b):
-    np.testing.assert_array_equal(a, b)
+  # The networks, their optimizers and the algorithm's extra state (DQN's target).
+  assert jax.tree_util.tree_leaves(arrays_a['trainers'])
+  assert trees_equal(arrays_a['trainers'], arrays_b['trainers'])
+  assert trees_equal(arrays_a['extra'], arrays_b['extra'])
 
 
 def test_ctrl_c_says_where_the_run_stopped_and_rerun_resumes(tmp_path):

@@ -285,8 +285,7 @@ class SyncRecordingDQN(DQN):
       self._synced.append((int(step), jax.device_get(online_params)))
 
 
-@pytest.fixture(scope='module')
-def three_epochs():
+def run_three_epochs(target_sync):
   """One trainer (compiled once) run for 3 epochs, with what each epoch did.
 
   4 steps an epoch in 2 chunks of 2, sync_freq 3, a replay of 2 epochs on
@@ -295,13 +294,16 @@ def three_epochs():
   gin.clear_config()
   task = task_for('CartPole-v1', initial_trajectories=2)
   synced = []  # (online step, params) at every sync
+  starts = []  # the target each epoch's training starts from
   trainer = SyncRecordingDQN(
       task, synced, exploration_rate=SCHEDULE, n_replay_epochs=2, sync_freq=3,
+      target_sync=target_sync,
       **dict(TINY, value_train_steps_per_epoch=4, value_evals_per_epoch=2))
   online = trainer.learner.networks['value']
   original = trainer.fit
 
   def start(step, carry_params, online_params):
+    starts.append(jax.device_get(carry_params))
     if trees_equal(carry_params, online_params):
       synced.append((int(step), jax.device_get(online_params)))
 
@@ -320,10 +322,17 @@ def three_epochs():
     synced.sort(key=lambda s: s[0])
     epochs.append({'record': record, 'syncs': [s for s, _ in synced],
                    'buffer': sorted(task.epochs), 'step': online.step,
-                   'target': jax.device_get(trainer.learner.extra['target']), 'last_synced': synced[-1][1],
+                   'extra': jax.device_get(trainer.learner.extra), 'start': starts[-1],
+                   'last_synced': synced[-1][1],
                    'online': jax.device_get(online.model_weights)})
   trainer.fit = original
-  yield trainer, epochs
+  return trainer, epochs
+
+
+@pytest.fixture(scope='module')
+def three_epochs():
+  """run_three_epochs of the default, held target (target_sync='global')."""
+  yield run_three_epochs('global')
   gin.clear_config()
 
 
@@ -338,17 +347,43 @@ def test_sync_every_replaces_the_target_exactly_at_multiples_of_sync_freq(three_
     assert trees_equal(jax.device_get(new), jax.device_get(expected)), step
 
 
-def test_target_syncs_at_epoch_start_and_every_sync_freq_steps(three_epochs):
+def test_held_target_syncs_every_sync_freq_global_steps_across_epochs(three_epochs):
   _, epochs = three_epochs
+  # 4 steps an epoch, sync_freq 3: the target is the online network at global
+  # steps 0 (the initial copy), 3, 6, 9 and 12, and at no epoch start (4, 8).
+  assert [e['step'] for e in epochs[1:]] == [4, 8, 12]
+  assert epochs[1]['syncs'] == [0, 3]
+  assert epochs[2]['syncs'] == [0, 3, 6]
+  assert epochs[3]['syncs'] == [0, 3, 6, 9, 12]
+  # Epoch 1 ends with step 3's weights (step 4 is no multiple of 3), and
+  # epoch 2 starts from exactly that target, not the online network.
+  assert trees_equal(epochs[1]['extra']['target']['params'], epochs[1]['last_synced'])
+  assert not trees_equal(epochs[1]['extra']['target']['params'], epochs[1]['online'])
+  assert trees_equal(epochs[2]['start'], epochs[1]['extra']['target']['params'])
+  # Likewise epoch 3 starts from step 6's weights; step 12 ends it synced.
+  assert trees_equal(epochs[3]['start'], epochs[2]['extra']['target']['params'])
+  assert not trees_equal(epochs[3]['start'], epochs[2]['online'])
+  assert trees_equal(epochs[3]['extra']['target']['params'], epochs[3]['online'])
+
+
+def test_epoch_start_target_restarts_each_epoch_and_is_not_stored():
+  _, epochs = run_three_epochs('epoch_start')
+  gin.clear_config()
   # Epoch 1: the start (step 0), then step 3 inside the second chunk of 2.
   assert epochs[1]['syncs'] == [0, 3] and epochs[1]['step'] == 4
-  assert trees_equal(epochs[1]['target']['params'], epochs[1]['last_synced'])
-  assert not trees_equal(epochs[1]['target']['params'], epochs[1]['online'])
   # Epoch 2: the start (step 4), then step 6; step 8 is no multiple of 3.
   assert epochs[2]['syncs'] == [0, 3, 4, 6]
   # Epoch 3: the start (step 8), then step 9; 12 is one again.
   assert epochs[3]['syncs'] == [0, 3, 4, 6, 8, 9, 12]
-  assert trees_equal(epochs[3]['target']['params'], epochs[3]['online'])
+  assert trees_equal(epochs[3]['start'], epochs[2]['online'])
+  # Rebuilt every epoch, the target is kept nowhere between them.
+  assert all('target' not in e['extra'] for e in epochs[1:])
+
+
+def test_target_sync_must_be_a_known_mode():
+  gin.clear_config()
+  with pytest.raises(ConfigError, match="target_sync must be one of 'global', 'epoch_start'"):
+    DQN(task_for('CartPole-v1'), target_sync='every_epoch', **TINY)
 
 
 def test_exploration_rate_schedule_by_epoch(three_epochs):

@@ -13,9 +13,12 @@ Differences from the reference (Trax RL's value trainers), on purpose:
     first position of a slice, and padding is masked out (the reference's
     default slices gave no look-ahead row to bootstrap from, never trained
     the last step of an episode, and let padded rows into the loss);
-  * the target network syncs at the start of every epoch's training and
-    whenever the online step count reaches a multiple of sync_freq, wherever
-    that falls inside the epoch.
+  * by default (target_sync='global') the target network is the standard
+    one: held across epochs, in the train state and its checkpoints, and
+    copied from the online one whenever the global gradient step count
+    reaches a multiple of sync_freq; target_sync='epoch_start' is the
+    reference's, which also restarts it from the online weights at the start
+    of every epoch's training (its period is then at most the epoch's steps).
 
 Data flow of an epoch: the replay buffer goes to the device once, and one
 compiled call runs every gradient step: draw [B, n + 1] slices with the
@@ -54,6 +57,9 @@ from rl.optim import lr_schedules
 
 # The trainers that act in continuous (Box) action spaces, for the error message.
 _BOX_TRAINERS = 'PolicyGradientTrainer, A2C, PPO, AWR or SamplingAWR'
+
+# ValueAgent.target_sync's values: the target held across epochs, or restarted at each epoch's start.
+_TARGET_SYNCS = ('global', 'epoch_start')
 
 
 def default_exploration_rate():
@@ -100,9 +106,16 @@ class ValueAgent(RLTrainer):
       still under 50 after 25 epochs.
     max_slice_length: rows per slice: the trained first step plus
       max_slice_length - 1 rows of look-ahead (n-step targets: n + 1).
-    sync_freq: the target network is copied from the online one at the start
-      of every epoch's training and whenever the online step count reaches a
-      multiple of this.
+    sync_freq: the target network is copied from the online one whenever the
+      global gradient step count (the online optimizer's, checkpointed)
+      reaches a multiple of this.
+    target_sync: 'global' (default): the target network is held across
+      epochs (kept in the train state, so a resumed run continues with it)
+      and syncs only every sync_freq gradient steps, the standard DQN
+      target. 'epoch_start': the reference's, which also restarts it from the
+      online weights at the start of every epoch's training, so its real
+      period is min(sync_freq, value_train_steps_per_epoch); nothing of it is
+      stored between epochs.
     scale_value_targets: the network predicts Q * (1 - gamma), so its outputs
       stay O(reward) whatever the horizon; Q-values are scaled back when used.
     output_dir: the run's folder (set by the runner).
@@ -115,7 +128,7 @@ class ValueAgent(RLTrainer):
                value_batch_size=64, value_train_steps_per_epoch=500, value_evals_per_epoch=1,
                value_eval_steps=0, exploration_rate=None, n_eval_episodes=0, only_eval=False,
                n_replay_epochs=100, max_slice_length=2, sync_freq=1000,
-               scale_value_targets=True, output_dir=None, **kwargs):
+               target_sync='global', scale_value_targets=True, output_dir=None, **kwargs):
     super().__init__(task, n_eval_episodes=n_eval_episodes, only_eval=only_eval,
                      output_dir=output_dir, **kwargs)
     name = type(self).__name__
@@ -129,6 +142,9 @@ class ValueAgent(RLTrainer):
                     'value_train_steps_per_epoch', 'value_evals_per_epoch')
     if int(sync_freq) < 1:
       raise ConfigError(f'{name}.sync_freq must be >= 1 train step, got {sync_freq}.')
+    if target_sync not in _TARGET_SYNCS:
+      raise ConfigError(f'{name}.target_sync must be one of '
+                        f'{", ".join(map(repr, _TARGET_SYNCS))}, got {target_sync!r}.')
     if int(max_slice_length) < 1:
       raise ConfigError(f'{name}.max_slice_length must be >= 1, got {max_slice_length}.')
     if int(n_replay_epochs) < 1:
@@ -146,6 +162,7 @@ class ValueAgent(RLTrainer):
     # Every row after the first only bootstraps its targets.
     self._margin = self._max_slice_length - 1
     self._sync_freq = int(sync_freq)
+    self._held_target = target_sync == 'global'
     self._value_scale = 1.0 / (1.0 - task.gamma) if scale_value_targets else 1.0
     # The schedule itself for `update`, where it is traced into the epoch's
     # program; and compiled for the epsilon of each epoch's collection,
@@ -177,9 +194,11 @@ class ValueAgent(RLTrainer):
                                                   output_fn=lambda q: q * self._value_scale)
 
   def initial_extra(self, nets):
-    # The target network as the last epoch left it (it can lag the online
-    # network by up to sync_freq - 1 steps): checkpointed with the agent.
-    return {'target': nets['value'].variables}
+    # The held target network as the last epoch left it (it lags the online
+    # network by up to sync_freq - 1 steps): checkpointed with the agent. An
+    # epoch_start target is rebuilt from the online weights every epoch, so
+    # there is nothing to keep.
+    return {'target': nets['value'].variables} if self._held_target else {}
 
   # -- exploration and acting -------------------------------------------------------
 
@@ -265,12 +284,15 @@ class ValueAgent(RLTrainer):
 
   def update(self, state, data):
     state = with_acting_statistics(state, 'value')
-    # The epoch's training starts from a fresh target, and inside it the
-    # target syncs whenever the online step count reaches a multiple of sync_freq.
+    # The epoch's training starts from the held target (or, epoch_start, a
+    # fresh copy of the online network), which syncs whenever the global step
+    # count reaches a multiple of sync_freq.
+    start = state.extra['target'] if self._held_target else variables_of(state.nets['value'])
     state, result, target = self.fit(
         state, 'value', self.value_data(data['value']), self._value_train_steps,
-        self._value_evals, self._value_eval_steps, carry=variables_of(state.nets['value']))
-    state = state._replace(extra=dict(state.extra, target=target))
+        self._value_evals, self._value_eval_steps, carry=start)
+    if self._held_target:
+      state = state._replace(extra=dict(state.extra, target=target))
     return state, {'value': result}, {'exploration_rate': self._exploration_schedule(data['epoch'])}
 
 
