@@ -67,3 +67,10 @@ def test_mkdocs_build_is_strict_clean(tmp_path):
   for page in ('index.html', 'configuration/index.html', 'algorithms/dqn/index.html',
                'examples/kl_ppo.py'):
     assert (site / page).is_file(), page
+
+
+def test_readme_stays_short():
+  # The README is for a first visit; reference material belongs in docs/.
+  with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
+    length = len(f.read())
+  assert length <= 10_000, f'README.md is {length:,} characters; move detail to docs/'
