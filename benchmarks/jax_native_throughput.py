@@ -73,8 +73,8 @@ def _parse_args():
   parser.add_argument('--learn_steps', type=int, default=100_000,
                       help='env steps of the learning check (0 skips it)')
   parser.add_argument('--key_impl', default='rl', choices=('rl', 'rbg', 'threefry2x32'),
-                      help="the floor's PRNG implementation: rl.keys' ('rl': 'rbg' with "
-                      "threefry written out) or one of JAX's")
+                      help="the floor's PRNG implementation: rl.keys' ('rl': threefry with "
+                      "its hash written out) or one of JAX's")
   args = parser.parse_args()
   if args.updates < 1 or args.repeats < 1:
     parser.error('--updates and --repeats must be >= 1')

@@ -172,7 +172,7 @@ def floor_inputs(trainer, fit):
 
   @compiler.jit
   def rows_of(data, batch_keys):
-    # A loop, not vmap: rbg keys under vmap would all draw the first key's bits.
+    # Each step's rows from its own key, one step after the other, as the trainer draws them.
     return jax.lax.map(lambda key: spec.batches.take(data, spec.batches.draw(data, key)),
                        batch_keys)
   inputs = (batch_keys, rows_of(data, batch_keys))

@@ -1,14 +1,10 @@
 """The runner's PRNG keys: typed JAX keys of one implementation, and their checkpoint form.
 
 Every key the runner makes starts here, so all use one generator, carried by
-the keys themselves rather than by a process-wide JAX setting: JAX's 'rbg'
-(rl.key_impl), which draws its bits with XLA's RngBitGenerator, whose
-programs compile faster than threefry's (docs/performance.md), and splits and
-folds keys with threefry, so derived streams stay independent. Its numbers
-are fixed for a JAX version on a backend, which exact resume relies on. Under `jax.vmap` (rl.seeds, gymnax's
-envs) RngBitGenerator draws every member's bits from the first member's key,
-a block each: the draws stay distinct, but a member's numbers depend on the
-batch it is in.
+the keys themselves rather than by a process-wide JAX setting: JAX's
+threefry-2x32 with its hash written out (rl.key_impl). Threefry draws each
+number from its own key alone, so a seed draws the same numbers alone and
+inside a `--seeds` batch (`jax.vmap`), and the same on every backend.
 """
 import jax
 import jax.numpy as jnp
@@ -66,7 +62,7 @@ def from_data(data, what='key'):
   """The key whose raw words `to_data` gave.
 
   Raises ConfigError for words of another key implementation (a checkpoint
-  written by a version of the runner that used threefry keys).
+  written by a version of the runner that used 'rbg' keys).
   """
   data = np.asarray(data)
   expected = jax.random.key_data(seed_key(0)).shape

@@ -16,7 +16,7 @@ from rl.errors import ConfigError
 from rl.envs.task import RLTask
 from task_helpers import built_task
 
-ASTERIX_STEPS = 300  # past the end of the first game
+ASTERIX_STEPS = 1000  # past the end of the first game
 
 
 def cycling_policy(n_actions, start=0):
@@ -140,6 +140,49 @@ def test_resume_from_the_state_dict_continues_the_game_exactly(asterix_game):
   assert returns == expected_returns == [rewards.sum()]
   for field in ('observation', 'reward', 'done', 'mask'):
     np.testing.assert_array_equal(rows[field], expected[field])
+
+
+def sticky_wrapper(task):
+  env = task._env.envs[0]  # pylint: disable=protected-access
+  while not isinstance(env, gym.wrappers.StickyAction):
+    env = env.env
+  return env
+
+
+def test_sticky_actions_are_gymnasiums_wrapper_not_the_ales():
+  task = atari_task(env='ALE/Pong-v5')
+  assert sticky_wrapper(task).repeat_action_probability == 0.25  # ALE v5's
+  assert task._env.envs[0].unwrapped.ale.getFloat('repeat_action_probability') == 0.0  # pylint: disable=protected-access
+  task.close()
+  own = built_task(env='ALE/Pong-v5', atari_preprocessing=True, seed=0,
+                   env_kwargs={'repeat_action_probability': 0.1})
+  assert sticky_wrapper(own).repeat_action_probability == pytest.approx(0.1)
+  own.close()
+
+
+@pytest.mark.parametrize('split', [5, 6, 9])
+def test_resume_continues_sticky_actions_exactly(split):
+  # Up and down in turn keep the paddle mid-field, where a repeated action
+  # shows: the checkpoint must carry the action that may be repeated next.
+  def up_and_down(start):
+    step = [start]
+
+    def policy(obs):
+      action = 2 + step[0] % 2
+      step[0] += 1
+      return np.full(obs.shape[0], action, np.int64), np.zeros((obs.shape[0], 1), np.float32)
+    return policy
+  task = atari_task(env='ALE/Pong-v5', n_envs=2)
+  task.collect(up_and_down(0), n_interactions=2 * split)
+  arrays, meta = task.state_dict()
+  resumed = atari_task(env='ALE/Pong-v5', n_envs=2)
+  resumed.load_state_dict(arrays, meta)
+  rows = []
+  for t in (task, resumed):
+    t.collect(up_and_down(split), n_interactions=40, epoch_id=2)
+    rows.append(t.epochs[2].rows['observation'])
+    t.close()
+  np.testing.assert_array_equal(rows[1], rows[0])
 
 
 def test_atari_preprocessing_needs_an_ale_env():

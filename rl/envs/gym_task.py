@@ -63,7 +63,8 @@ class GymTask:
     self.num_stacked_frames = num_stacked_frames
     self._atari = wrappers_lib.atari_preprocessing() if atari_preprocessing else None
     if self._atari is not None:
-      self._env_kwargs = wrappers_lib.atari_env_kwargs(registered, self._env_kwargs)
+      self._env_kwargs, sticky = wrappers_lib.atari_env_kwargs(registered, self._env_kwargs)
+      self._atari = self._atari._replace(repeat_action_probability=sticky)
 
     self._env, self._game_returns = self._make_env(self.n_envs, training=True)
     self.observation_space = self._env.single_observation_space

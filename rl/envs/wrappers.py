@@ -2,6 +2,8 @@
 
 Each sub-env of a vector env is wrapped, innermost first, in
 
+  StickyAction         (with RLTask.atari_preprocessing, for envs with sticky
+                       actions) gymnasium's own, frame by frame, in place of the ALE's.
   AtariPreprocessing   (with RLTask.atari_preprocessing) gymnasium's own: no-op
                        starts, frame skip, max-pool over the last two frames,
                        84x84 grayscale uint8 frames with a channel axis.
@@ -31,9 +33,12 @@ from rl.errors import ConfigError
 # The info key under which GameReturn reports a finished game's return.
 GAME_RETURN = 'game_return'
 
+# repeat_action_probability: the env's sticky actions, which StickyAction applies
+# frame by frame in place of the ALE (atari_env_kwargs says why).
 AtariOptions = collections.namedtuple(
     'AtariOptions',
-    ['noop_max', 'frame_skip', 'screen_size', 'terminal_on_life_loss', 'clip_rewards'])
+    ['noop_max', 'frame_skip', 'screen_size', 'terminal_on_life_loss', 'clip_rewards',
+     'repeat_action_probability'], defaults=(0.0,))
 
 
 @gin.configurable
@@ -72,17 +77,30 @@ def atari_preprocessing(noop_max=30, frame_skip=4, screen_size=84, terminal_on_l
 
 
 def atari_env_kwargs(env_id, env_kwargs):
-  """`env_kwargs` for an env under Atari preprocessing: the ALE's own frame skip turned off.
+  """`env_kwargs` for an env under Atari preprocessing, and its sticky-action probability.
 
-  AtariPreprocessing repeats each action itself and max-pools the last two
-  frames; with the ALE skipping frames too, each agent step would span
-  frame_skip squared frames and the pooled frames would be far apart.
+  The ALE's own frame skip is turned off: AtariPreprocessing repeats each
+  action itself and max-pools the last two frames; with the ALE skipping
+  frames too, each agent step would span frame_skip squared frames and the
+  pooled frames would be far apart.
+
+  So are the ALE's own sticky actions: the ALE keeps the action it repeats
+  outside the state it saves, so a checkpoint could not continue the game
+  exactly. gymnasium's StickyAction repeats it instead, frame by frame as the
+  ALE does, drawing from the env's generator; both are saved with the env.
+
+  Returns:
+    (kwargs, repeat_action_probability): the kwargs to make the env with, and
+    the probability the env would have repeated an action with (its
+    env_kwargs', its registration's or its default; 0.0 for an env without
+    sticky actions).
 
   Raises:
     ConfigError: the env takes no `frameskip` (it is no ALE env), or the
       user's env_kwargs set a frameskip other than 1.
   """
-  entry_point = gym.spec(env_id).entry_point
+  spec = gym.spec(env_id)
+  entry_point = spec.entry_point
   try:
     creator = entry_point if callable(entry_point) else load_env_creator(entry_point)
     parameters = inspect.signature(creator).parameters
@@ -98,7 +116,16 @@ def atari_env_kwargs(env_id, env_kwargs):
         f"RLTask.env_kwargs sets frameskip={env_kwargs['frameskip']!r}, but "
         'RLTask.atari_preprocessing skips frames itself (atari_preprocessing.frame_skip); '
         'remove frameskip from RLTask.env_kwargs.')
-  return dict(env_kwargs, frameskip=1)
+  kwargs = dict(env_kwargs, frameskip=1)
+  sticky = _STICKY in (parameters or {})
+  if not sticky:
+    return kwargs, 0.0
+  default = parameters[_STICKY].default
+  probability = float(env_kwargs.get(_STICKY, spec.kwargs.get(_STICKY, default)))
+  return dict(kwargs, **{_STICKY: 0.0}), probability
+
+
+_STICKY = 'repeat_action_probability'
 
 
 def env_wrappers(atari, num_stacked_frames, training, time_limit=None):
@@ -122,6 +149,9 @@ def env_wrappers(atari, num_stacked_frames, training, time_limit=None):
   changes_rewards = training and atari is not None and (
       atari.clip_rewards or atari.terminal_on_life_loss)
   if atari is not None:
+    if atari.repeat_action_probability > 0:
+      wrappers.append(lambda env: gym.wrappers.StickyAction(
+          env, repeat_action_probability=atari.repeat_action_probability))
     wrappers.append(lambda env: gym.wrappers.AtariPreprocessing(
         env, noop_max=atari.noop_max, frame_skip=atari.frame_skip,
         screen_size=atari.screen_size, terminal_on_life_loss=False, grayscale_obs=True,

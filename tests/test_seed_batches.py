@@ -1,0 +1,97 @@
+"""A seed draws the same numbers alone and in any `--seeds` batch (rl.keys, rl.seeds).
+
+Seed 3 of ppo_cartpole_jax trains for one epoch alone, in `--seeds=0-7` and in
+`--seeds=3-5`. Its initial parameters, the keys and actions of its first
+epoch's collection, and its first epoch's collection and evaluation are the
+same in all three. The losses may differ in their last bits: a batch's matrix
+products add in another order than one seed's (docs/configuration.md).
+"""
+import os
+
+import jax
+import numpy as np
+import pytest
+
+from rl import experiment as run_lib
+from rl import seeds as seeds_lib
+from rl.envs import jax_task
+from rl.metrics import TIMING_KEYS
+from rl.metrics import read_metrics
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PPO_JAX = os.path.join(ROOT, 'configs', 'ppo_cartpole_jax.gin')
+BINDINGS = ['train_rl.n_epochs = 1', 'PPO.eval_every = 1', 'PPO.n_eval_episodes = 4']
+SEED = 3
+# Computed from the collected data by training: equal up to float rounding.
+LOSS_METRICS = ('loss', 'advantage', 'kl_divergence', 'entropy', 'gradients', 'explained')
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+  """Every rollout's (acting key words, actions) and every batch's initial parameters by seed."""
+  rollouts, initial = [], {}
+  rollout = jax_task.JaxTask.rollout
+
+  def recording_rollout(self, act_fn, policy_params, acting, carry, sample_args, n_steps):
+    out = rollout(self, act_fn, policy_params, acting, carry, sample_args, n_steps)
+    # Under vmap the callback runs once per seed, in no set order: the key tells them apart.
+    jax.debug.callback(lambda key, actions: rollouts.append((np.asarray(key), np.asarray(actions))),
+                       jax.random.key_data(acting.key), out[2].action)
+    return out
+  monkeypatch.setattr(jax_task.JaxTask, 'rollout', recording_rollout)
+
+  train_together = seeds_lib.train_together
+
+  def recording_train_together(runs):
+    for run in runs:
+      learner = run.learner
+      initial[learner.task.seed] = jax.device_get(learner.acting_params)
+    return train_together(runs)
+  monkeypatch.setattr(seeds_lib, 'train_together', recording_train_together)
+  return rollouts, initial
+
+
+def split_metrics(folder):
+  (record,) = read_metrics(folder)
+  record = {k: v for k, v in record.items() if k not in TIMING_KEYS and 'per_second' not in k}
+  losses = {k: v for k, v in record.items() if any(part in k for part in LOSS_METRICS)}
+  return {k: v for k, v in record.items() if k not in losses}, losses
+
+
+def test_seed_3_is_the_same_alone_and_in_two_batches(tmp_path, recorded):
+  rollouts, initial = recorded
+  alone = run_lib.execute([PPO_JAX], BINDINGS, str(tmp_path / 'alone'), SEED)
+  alone_params = jax.device_get(alone.learner.acting_params)
+  (alone_key, alone_actions), = rollouts
+  rollouts.clear()
+  initial_alone = None
+
+  for name, seeds in (('all', list(range(8))), ('some', [3, 4, 5])):
+    initial.clear()
+    rollouts.clear()
+    trainers = run_lib.execute_seeds([PPO_JAX], BINDINGS, str(tmp_path / name), seeds)
+    # The initial parameters: each member's own, and seed 3's those of seed 3 alone.
+    if initial_alone is None:
+      with run_lib.prepared_run([PPO_JAX], BINDINGS, str(tmp_path / 'fresh'), SEED) as fresh:
+        initial_alone = jax.device_get(fresh.learner.acting_params)
+    jax.tree_util.tree_map(np.testing.assert_array_equal, initial[SEED], initial_alone)
+    assert not all(np.array_equal(a, b) for a, b in zip(jax.tree_util.tree_leaves(initial[4]),
+                                                        jax.tree_util.tree_leaves(initial[SEED])))
+    # The first epoch's collection: the same acting key and the same actions.
+    assert len(rollouts) == len(seeds)
+    mine = [actions for key, actions in rollouts if np.array_equal(key, alone_key)]
+    assert len(mine) == 1
+    np.testing.assert_array_equal(mine[0], alone_actions)
+    # The first epoch's record: collection and evaluation exact, losses to rounding.
+    exact, losses = split_metrics(tmp_path / name / f'seed_{SEED}')
+    alone_exact, alone_losses = split_metrics(tmp_path / 'alone')
+    assert 'eval_return' in exact and losses
+    assert exact == alone_exact
+    assert losses.keys() == alone_losses.keys()
+    for key, value in losses.items():
+      assert value == pytest.approx(alone_losses[key], rel=1e-4, abs=1e-6), key
+    # So do the parameters after the epoch's updates.
+    after = jax.device_get(trainers[seeds.index(SEED)].learner.acting_params)
+    jax.tree_util.tree_map(
+        lambda got, want: np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6),
+        after, alone_params)
