@@ -45,7 +45,7 @@ class GymTask:
 
   def __init__(self, env, env_kwargs=None, n_envs=8, gamma=0.99, max_steps=None,
                time_limit=None, initial_trajectories=0, num_stacked_frames=1,
-               atari_preprocessing=False, seed=0):
+               atari_preprocessing=False, seed=0, normalize_rewards=False):
     registered = registry.check_env_id(env)
     if isinstance(num_stacked_frames, bool) or not isinstance(num_stacked_frames, int) or (
         num_stacked_frames < 1):
@@ -61,6 +61,7 @@ class GymTask:
     self._initial_trajectories = int(initial_trajectories)
     self._rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0]))
     self.num_stacked_frames = num_stacked_frames
+    self.normalize_rewards = bool(normalize_rewards)
     self._atari = wrappers_lib.atari_preprocessing() if atari_preprocessing else None
     if self._atari is not None:
       self._env_kwargs, sticky = wrappers_lib.atari_env_kwargs(registered, self._env_kwargs)
@@ -108,7 +109,8 @@ class GymTask:
     (rl.envs.vector_envs.make_vector_env's `vectorized`; recorded or not, the same).
     """
     wrappers, game_returns = wrappers_lib.env_wrappers(
-        self._atari, self.num_stacked_frames, training, self.time_limit)
+        self._atari, self.num_stacked_frames, training, self.time_limit,
+        reward_gamma=self.gamma if self.normalize_rewards else None)
     # Under Atari preprocessing the time limit is a wrapper above the frame
     # skip, so it counts agent steps as everything else here does.
     time_limit = None if self._atari is not None else self.time_limit

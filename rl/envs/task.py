@@ -122,14 +122,15 @@ def check_seed(seed, name='RLTask.seed (--seed)'):
 
 # What the JAX-native backend does not do, with each parameter's default.
 _NOT_ON_JAX_ENVS = (('max_steps', None), ('initial_trajectories', 0),
-                    ('num_stacked_frames', 1), ('atari_preprocessing', False))
+                    ('num_stacked_frames', 1), ('atari_preprocessing', False),
+                    ('normalize_rewards', False))
 
 
 @gin.configurable('RLTask')
 # pylint: disable-next=invalid-name
 def RLTask(env=gin.REQUIRED, env_kwargs=None, n_envs=8, gamma=0.99, max_steps=None,
            time_limit=None, initial_trajectories=0, num_stacked_frames=1,
-           atari_preprocessing=False, seed=0):
+           atari_preprocessing=False, normalize_rewards=False, seed=0):
   """The task of `env`: a GymTask, or a JaxTask for a 'gymnax:' id (both a Task).
 
   Named as its gin configurable, so that code and configs say RLTask alike.
@@ -162,6 +163,11 @@ def RLTask(env=gin.REQUIRED, env_kwargs=None, n_envs=8, gamma=0.99, max_steps=No
       training only reward clipping and optionally episodes that end on a
       lost life); for ALE envs. `time_limit` then counts agent steps. The
       logged train and eval returns stay the games' unclipped scores.
+    normalize_rewards: training envs store each reward divided by the running
+      standard deviation of their discounted return (gamma's), as the RL Zoo's
+      VecNormalize does for MuJoCo; gymnasium's NormalizeReward, one per env,
+      saved with the checkpoint. Logged train and eval returns stay the env's
+      own.
     seed: seeds env resets and random actions; trainers derive their keys
       from it too. Same seed and config give the same numbers. From 0 to
       2**31 - 1 (MAX_SEED).
@@ -171,9 +177,11 @@ def RLTask(env=gin.REQUIRED, env_kwargs=None, n_envs=8, gamma=0.99, max_steps=No
     raise ConfigError(f'RLTask.n_envs must be >= 1, got {n_envs}.')
   if not jax_envs.is_jax_env(env):
     return GymTask(env, env_kwargs, n_envs, gamma, max_steps, time_limit,
-                   initial_trajectories, num_stacked_frames, atari_preprocessing, seed)
+                   initial_trajectories, num_stacked_frames, atari_preprocessing, seed,
+                   normalize_rewards)
   given = dict(max_steps=max_steps, initial_trajectories=initial_trajectories,
-               num_stacked_frames=num_stacked_frames, atari_preprocessing=atari_preprocessing)
+               num_stacked_frames=num_stacked_frames, atari_preprocessing=atari_preprocessing,
+               normalize_rewards=normalize_rewards)
   for name, default in _NOT_ON_JAX_ENVS:
     if given[name] != default:
       raise ConfigError(f'RLTask.{name} = {given[name]!r} is not supported on JAX-native envs '

@@ -13,6 +13,7 @@ Each sub-env of a vector env is wrapped, innermost first, in
                        game's) reports each whole game's unclipped return.
   TerminalOnLifeLoss   (training, atari_preprocessing.terminal_on_life_loss)
   ClipReward           (training, atari_preprocessing.clip_rewards)
+  NormalizeReward      (training, RLTask.normalize_rewards) gymnasium's own.
   StackFrames          (RLTask.num_stacked_frames > 1, any env) always last.
 
 Evaluation envs get the same observations (the first two and the last) but
@@ -128,7 +129,7 @@ def atari_env_kwargs(env_id, env_kwargs):
 _STICKY = 'repeat_action_probability'
 
 
-def env_wrappers(atari, num_stacked_frames, training, time_limit=None):
+def env_wrappers(atari, num_stacked_frames, training, time_limit=None, reward_gamma=None):
   """The wrapper functions for each sub-env, innermost first (see the module docstring).
 
   Args:
@@ -138,6 +139,9 @@ def env_wrappers(atari, num_stacked_frames, training, time_limit=None):
       changes; evaluation envs do not.
     time_limit: with `atari`, truncate after this many agent steps (None: the
       env's own limit). Without `atari` it is gym.make's business.
+    reward_gamma: training envs divide each reward by the running standard
+      deviation of the return discounted by this gamma (gymnasium's
+      NormalizeReward; RLTask.normalize_rewards). None: rewards as they are.
 
   Returns:
     (wrappers, reports_game_return): the functions env -> wrapped env, and
@@ -146,8 +150,9 @@ def env_wrappers(atari, num_stacked_frames, training, time_limit=None):
     the step that ends it (under GAME_RETURN).
   """
   wrappers = []
-  changes_rewards = training and atari is not None and (
-      atari.clip_rewards or atari.terminal_on_life_loss)
+  normalizes = training and reward_gamma is not None
+  changes_rewards = normalizes or (training and atari is not None and (
+      atari.clip_rewards or atari.terminal_on_life_loss))
   if atari is not None:
     if atari.repeat_action_probability > 0:
       wrappers.append(lambda env: gym.wrappers.StickyAction(
@@ -160,10 +165,12 @@ def env_wrappers(atari, num_stacked_frames, training, time_limit=None):
       wrappers.append(lambda env: gym.wrappers.TimeLimit(env, int(time_limit)))
   if changes_rewards:
     wrappers.append(GameReturn)
-    if atari.terminal_on_life_loss:
+    if atari is not None and atari.terminal_on_life_loss:
       wrappers.append(TerminalOnLifeLoss)
-    if atari.clip_rewards:
+    if atari is not None and atari.clip_rewards:
       wrappers.append(ClipReward)
+    if normalizes:
+      wrappers.append(lambda env: gym.wrappers.NormalizeReward(env, gamma=float(reward_gamma)))
   if num_stacked_frames > 1:
     # Last: the task stores each frame once and rebuilds the stacks when rows
     # are gathered (rl.data.frames), which needs the stack to be the outermost
