@@ -50,10 +50,10 @@ def test_reinforce_cartpole_learns_other_seeds(tmp_path, seed):
 # the same checks over more seeds in parallel.
 WORKLOADS = {  # config: (target, env-step budget, seeds)
     'ppo_minatar_breakout': (7, 1_000_000, (0, 1)),
-    'dqn_minatar_breakout': (7, 1_000_000, (0, 1)),
+    'dqn_minatar_breakout': (7, 1_000_000, (0, 1, 2)),
     'ppo_minatar_breakout_jax': (7, 1_000_000, (0, 1, 2, 3)),
     'ppo_joint_lunarlander': (200, 1_000_000, (0, 1, 2)),
-    'ppo_halfcheetah': (1500, 1_000_000, (0,)),
+    'ppo_halfcheetah': (1500, 1_000_000, (0, 1, 2)),
     'awr_halfcheetah': (1500, 1_000_000, (0,)),
 }
 
