@@ -77,6 +77,10 @@ def atari_preprocessing(noop_max=30, frame_skip=4, screen_size=84, terminal_on_l
                       bool(clip_rewards))
 
 
+# The ALE's keyword for its sticky-action probability.
+_STICKY = 'repeat_action_probability'
+
+
 def atari_env_kwargs(env_id, env_kwargs):
   """`env_kwargs` for an env under Atari preprocessing, and its sticky-action probability.
 
@@ -118,15 +122,11 @@ def atari_env_kwargs(env_id, env_kwargs):
         'RLTask.atari_preprocessing skips frames itself (atari_preprocessing.frame_skip); '
         'remove frameskip from RLTask.env_kwargs.')
   kwargs = dict(env_kwargs, frameskip=1)
-  sticky = _STICKY in (parameters or {})
-  if not sticky:
+  if _STICKY not in (parameters or {}):
     return kwargs, 0.0
   default = parameters[_STICKY].default
   probability = float(env_kwargs.get(_STICKY, spec.kwargs.get(_STICKY, default)))
   return dict(kwargs, **{_STICKY: 0.0}), probability
-
-
-_STICKY = 'repeat_action_probability'
 
 
 def env_wrappers(atari, num_stacked_frames, training, time_limit=None, reward_gamma=None):
