@@ -20,13 +20,11 @@ import time
 
 import gin
 
-# The imports marked unused are for their gin registrations: once this module
-# is imported, a config can name every configurable of the package.
-from rl import algorithms  # pylint: disable=unused-import
 from rl import compiler
 from rl import config
 from rl import console
 from rl import cpu_dispatch
+from rl import registrations  # pylint: disable=unused-import  (every configurable)
 from rl import run_folder
 from rl.data.checkpoints import Checkpointer
 from rl.envs import gymnax_envs as jax_envs
@@ -40,14 +38,6 @@ from rl.learner import loop as loop_lib
 from rl.learner import time_left
 from rl.metrics import MetricsWriter
 from rl.metrics import format_return
-from rl.nets import cnn  # pylint: disable=unused-import
-from rl.nets import heads  # pylint: disable=unused-import
-from rl.nets import mlp  # pylint: disable=unused-import
-from rl.nets import normalizer  # pylint: disable=unused-import
-from rl.ops import advantages  # pylint: disable=unused-import
-from rl.ops import distributions  # pylint: disable=unused-import
-from rl.optim import lr_schedules  # pylint: disable=unused-import
-from rl.optim import optimizers  # pylint: disable=unused-import
 
 # Bindings that may change between a run and its resume.
 RESUMABLE_BINDINGS = ('train_rl.n_epochs', 'train_rl.stop_at_return', 'console.verbose',

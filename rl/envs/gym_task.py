@@ -45,7 +45,7 @@ class GymTask:
 
   def __init__(self, env, env_kwargs=None, n_envs=8, gamma=0.99, max_steps=None,
                time_limit=None, initial_trajectories=0, num_stacked_frames=1,
-               atari_preprocessing=False, seed=0, normalize_rewards=False):
+               atari_preprocessing=False, normalize_rewards=False, seed=0):
     registered = registry.check_env_id(env)
     if isinstance(num_stacked_frames, bool) or not isinstance(num_stacked_frames, int) or (
         num_stacked_frames < 1):

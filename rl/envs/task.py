@@ -177,8 +177,8 @@ def RLTask(env=gin.REQUIRED, env_kwargs=None, n_envs=8, gamma=0.99, max_steps=No
     raise ConfigError(f'RLTask.n_envs must be >= 1, got {n_envs}.')
   if not jax_envs.is_jax_env(env):
     return GymTask(env, env_kwargs, n_envs, gamma, max_steps, time_limit,
-                   initial_trajectories, num_stacked_frames, atari_preprocessing, seed,
-                   normalize_rewards)
+                   initial_trajectories, num_stacked_frames, atari_preprocessing,
+                   normalize_rewards, seed)
   given = dict(max_steps=max_steps, initial_trajectories=initial_trajectories,
                num_stacked_frames=num_stacked_frames, atari_preprocessing=atari_preprocessing,
                normalize_rewards=normalize_rewards)
