@@ -1,13 +1,18 @@
 """Env steps per second of RLTask collection against its raw and floor costs.
 
-Three loops run at the same number of envs, in one process:
+Four loops run at the same number of envs, in one process:
   raw:     the vector env RLTask builds, stepped with pre-drawn random actions;
   floor:   the same env plus one jitted batched policy call per vector step,
            with the outputs converted to numpy (the least this design can cost);
   collect: GymTask.collect driven by a real A2C's
-           collect_policy().
+           collect_policy();
+  transformer collect: the same with a Transformer policy body (d_model 64,
+           2 layers, 4 heads) reading the episode's last 16 steps
+           (RLTask.context_length = 16).
 collect/floor says how much the task's own bookkeeping costs on top of the
-floor; floor/raw says how much the policy call costs on top of the env.
+floor; floor/raw says how much the policy call costs on top of the env;
+transformer/mlp says what acting on a window of 16 steps costs against one
+observation.
 
 --dispatch async runs the same loops with JAX's asynchronous CPU dispatch,
 against which rl.run's inline dispatch on host envs is measured.
@@ -38,6 +43,14 @@ from rl.nets import heads  # noqa: E402
 from rl.nets.variables import init_variables  # noqa: E402
 from rl.envs.task import RLTask  # noqa: E402
 from rl.algorithms.actor_critic import A2C  # noqa: E402
+from rl.nets import transformer  # noqa: E402,F401  (registers @TransformerDecoder)
+
+# The Transformer policy of the 'transformer collect' loop.
+TRANSFORMER_CONTEXT = 16
+TRANSFORMER_BINDINGS = [
+    'Policy.body = @TransformerDecoder', 'Value.body = @TransformerDecoder',
+    'TransformerDecoder.d_model = 64', 'TransformerDecoder.d_ff = 256',
+    'TransformerDecoder.n_heads = 4', 'TransformerDecoder.n_layers = 2']
 
 
 def _parse_args():
@@ -54,7 +67,7 @@ def _parse_args():
   if args.n_envs < 1 or args.repeats < 1:
     parser.error('--n_envs and --repeats must be >= 1')
   if args.steps < args.n_envs or args.steps % args.n_envs:
-    # GymTask.collect rejects other counts, and all three loops must do the
+    # GymTask.collect rejects other counts, and all the loops must do the
     # same work for the ratios to mean anything.
     parser.error(f'--steps ({args.steps}) must be a positive multiple of '
                  f'--n_envs ({args.n_envs})')
@@ -130,12 +143,15 @@ class CollectLoop:
   refuses the cut episodes that makes), and both act with the same Policy.
   """
 
-  def __init__(self, env_id, n_envs, steps, seed):
+  def __init__(self, env_id, n_envs, steps, seed, context_length=None):
     # Built directly, not from a config file: whatever gin bindings an
     # importer left behind must not change the task or the model.
     gin.clear_config()
-    self.task = RLTask(env=env_id, n_envs=n_envs, seed=seed)
+    if context_length is not None:
+      gin.parse_config(TRANSFORMER_BINDINGS)
+    self.task = RLTask(env=env_id, n_envs=n_envs, seed=seed, context_length=context_length)
     self.trainer = A2C(self.task, n_interactions_per_epoch=steps)
+    gin.clear_config()
     self._steps = steps
     self._epoch = 0
 
@@ -166,6 +182,8 @@ def main():
       'raw': RawLoop(args.env, args.n_envs, n_vector_steps, seed),
       'floor': FloorLoop(args.env, args.n_envs, seed),
       'collect': CollectLoop(args.env, args.n_envs, args.steps, seed),
+      'transformer': CollectLoop(args.env, args.n_envs, args.steps, seed,
+                                 context_length=TRANSFORMER_CONTEXT),
   }
   # One untimed full-size pass each: jit compilation, first resets, the task's
   # buffer allocation and first epoch store all happen here, not in a timing.
@@ -173,8 +191,8 @@ def main():
     loop.run(n_vector_steps)
 
   rates = {name: [] for name in loops}
-  # Interleaved (raw, floor, collect, raw, ...) so slow drifts of the machine
-  # (other processes, thermal, frequency) fall on all three loops alike.
+  # Interleaved (raw, floor, collect, transformer, raw, ...) so slow drifts of the
+  # machine (other processes, thermal, frequency) fall on all loops alike.
   for _ in range(args.repeats):
     for name, loop in loops.items():
       rates[name].append(args.steps / _timed(loop, n_vector_steps))
@@ -186,6 +204,8 @@ def main():
       'raw': 'raw (vector env, pre-drawn random actions)',
       'floor': 'floor (vector env + jitted batched policy)',
       'collect': 'collect (RLTask.collect + A2C.collect_policy)',
+      'transformer': (f'transformer collect (the same, a Transformer body on windows of '
+                      f'{TRANSFORMER_CONTEXT} steps)'),
   }
   print(f'env {args.env}, n_envs {args.n_envs}, {args.steps} env steps per measurement, '
         f'median of {args.repeats} interleaved repeats, jax {jax.__version__} '
@@ -196,6 +216,7 @@ def main():
     print(f'{labels[name]}: {median[name]:.0f} env steps/s '
           f'({us_per_vector_step:.1f} us per vector step; range {spread})')
   print(f'floor/raw ratio: {median["floor"] / median["raw"]:.2f}')
+  print(f'transformer/mlp collect ratio: {median["transformer"] / median["collect"]:.2f}')
   # Last line by contract: scripts compare runs by parsing it.
   print(f'collect/floor ratio: {median["collect"] / median["floor"]:.2f}')
 

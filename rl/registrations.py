@@ -8,6 +8,7 @@ from rl.nets import cnn
 from rl.nets import heads
 from rl.nets import mlp
 from rl.nets import normalizer
+from rl.nets import transformer
 from rl.ops import advantages
 from rl.ops import distributions
 from rl.optim import lr_schedules

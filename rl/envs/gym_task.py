@@ -22,6 +22,7 @@ import numpy as np
 from rl.data import trajectories as trajectories_lib
 from rl.envs import bookkeeping
 from rl.envs import env_state
+from rl.envs import episode_context
 from rl.envs import registry
 from rl.envs import vector_envs
 from rl.envs import video
@@ -45,8 +46,13 @@ class GymTask:
 
   def __init__(self, env, env_kwargs=None, n_envs=8, gamma=0.99, max_steps=None,
                time_limit=None, initial_trajectories=0, num_stacked_frames=1,
-               atari_preprocessing=False, normalize_rewards=False, seed=0):
+               atari_preprocessing=False, normalize_rewards=False, context_length=None, seed=0):
     registered = registry.check_env_id(env)
+    episode_context.check_context_length(context_length)
+    if context_length is not None and num_stacked_frames > 1:
+      raise ConfigError(
+          f'RLTask.context_length = {context_length} and RLTask.num_stacked_frames = '
+          f'{num_stacked_frames} both make an observation of several steps; keep one.')
     if isinstance(num_stacked_frames, bool) or not isinstance(num_stacked_frames, int) or (
         num_stacked_frames < 1):
       raise ConfigError(f'RLTask.num_stacked_frames must be an integer >= 1 (1: no stacking), '
@@ -62,6 +68,7 @@ class GymTask:
     self._rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0]))
     self.num_stacked_frames = num_stacked_frames
     self.normalize_rewards = bool(normalize_rewards)
+    self.context_length = context_length
     self._atari = wrappers_lib.atari_preprocessing() if atari_preprocessing else None
     if self._atari is not None:
       self._env_kwargs, sticky = wrappers_lib.atari_env_kwargs(registered, self._env_kwargs)
@@ -110,7 +117,8 @@ class GymTask:
     """
     wrappers, game_returns = wrappers_lib.env_wrappers(
         self._atari, self.num_stacked_frames, training, self.time_limit,
-        reward_gamma=self.gamma if self.normalize_rewards else None)
+        reward_gamma=self.gamma if self.normalize_rewards else None,
+        context_length=self.context_length)
     # Under Atari preprocessing the time limit is a wrapper above the frame
     # skip, so it counts agent steps as everything else here does.
     time_limit = None if self._atari is not None else self.time_limit

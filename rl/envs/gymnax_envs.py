@@ -1,8 +1,9 @@
 """JAX-native environments (gymnax): collection, slicing and evaluation as pure functions.
 
 An env id 'gymnax:<id>' (e.g. 'gymnax:CartPole-v1') names one of gymnax's
-environments, whose reset and step are JAX functions. Acting and stepping
-then compile together into one `lax.scan` over an epoch's steps, and the
+environments or one of rl's variants of them (rl.envs.partial_observability),
+whose reset and step are JAX functions. Acting and stepping then compile
+together into one `lax.scan` over an epoch's steps, and the
 rollout is turned into the same padded trajectory layout (rl.data.slices.SliceData)
 the gymnasium backend fills on the host, so every trainer's batches, losses
 and advantages are the same code on both backends (rl.envs.jax_task holds the
@@ -82,13 +83,16 @@ def make(env_id, env_kwargs=None, time_limit=None):
   {'max_steps_in_episode': 200}); time_limit overrides max_steps_in_episode.
   """
   gymnax = _gymnax(env_id)
+  # rl's own variants of gymnax envs (e.g. 'gymnax:CartPoleNoVel-v1') sit beside gymnax's ids.
+  from rl.envs import partial_observability  # pylint: disable=import-outside-toplevel
+  own = partial_observability.GYMNAX_ENVS
   name = env_id[len(PREFIX):]
-  if name not in gymnax.registered_envs:
-    close = difflib.get_close_matches(name, gymnax.registered_envs, n=3, cutoff=0.5)
+  if name not in gymnax.registered_envs and name not in own:
+    close = difflib.get_close_matches(name, [*gymnax.registered_envs, *own], n=3, cutoff=0.5)
     hint = (f" Did you mean {', '.join(repr(PREFIX + c) for c in close)}?" if close else
             f" Known ids: {', '.join(PREFIX + e for e in gymnax.registered_envs[:6])}, ...")
     raise ConfigError(f'unknown JAX-native env id {env_id!r}.{hint}')
-  env, params = gymnax.make(name)
+  env, params = own[name]() if name in own else gymnax.make(name)
   overrides = dict(env_kwargs or {})
   if time_limit is not None:
     overrides['max_steps_in_episode'] = int(time_limit)

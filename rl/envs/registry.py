@@ -13,6 +13,7 @@ import gymnasium as gym
 from gymnasium.envs.registration import parse_env_id
 
 from rl.envs import packages
+from rl.envs import partial_observability  # pylint: disable=unused-import  (registers rl's own ids)
 from rl.envs.packages import install_hint
 from rl.errors import ConfigError
 

@@ -123,14 +123,14 @@ def check_seed(seed, name='RLTask.seed (--seed)'):
 # What the JAX-native backend does not do, with each parameter's default.
 _NOT_ON_JAX_ENVS = (('max_steps', None), ('initial_trajectories', 0),
                     ('num_stacked_frames', 1), ('atari_preprocessing', False),
-                    ('normalize_rewards', False))
+                    ('normalize_rewards', False), ('context_length', None))
 
 
 @gin.configurable('RLTask')
 # pylint: disable-next=invalid-name
 def RLTask(env=gin.REQUIRED, env_kwargs=None, n_envs=8, gamma=0.99, max_steps=None,
            time_limit=None, initial_trajectories=0, num_stacked_frames=1,
-           atari_preprocessing=False, normalize_rewards=False, seed=0):
+           atari_preprocessing=False, normalize_rewards=False, context_length=None, seed=0):
   """The task of `env`: a GymTask, or a JaxTask for a 'gymnax:' id (both a Task).
 
   Named as its gin configurable, so that code and configs say RLTask alike.
@@ -168,6 +168,10 @@ def RLTask(env=gin.REQUIRED, env_kwargs=None, n_envs=8, gamma=0.99, max_steps=No
       VecNormalize does for MuJoCo; gymnasium's NormalizeReward, one per env,
       saved with the checkpoint. Logged train and eval returns stay the env's
       own.
+    context_length: each observation is the window of the episode's last
+      this many observations, [K, F + 1] with a column flagging real steps
+      (rl.envs.episode_context): what a sequence body (@TransformerDecoder)
+      reads. Vector observations only. None: one observation a step.
     seed: seeds env resets and random actions; trainers derive their keys
       from it too. Same seed and config give the same numbers. From 0 to
       2**31 - 1 (MAX_SEED).
@@ -178,10 +182,10 @@ def RLTask(env=gin.REQUIRED, env_kwargs=None, n_envs=8, gamma=0.99, max_steps=No
   if not jax_envs.is_jax_env(env):
     return GymTask(env, env_kwargs, n_envs, gamma, max_steps, time_limit,
                    initial_trajectories, num_stacked_frames, atari_preprocessing,
-                   normalize_rewards, seed)
+                   normalize_rewards, context_length, seed)
   given = dict(max_steps=max_steps, initial_trajectories=initial_trajectories,
                num_stacked_frames=num_stacked_frames, atari_preprocessing=atari_preprocessing,
-               normalize_rewards=normalize_rewards)
+               normalize_rewards=normalize_rewards, context_length=context_length)
   for name, default in _NOT_ON_JAX_ENVS:
     if given[name] != default:
       raise ConfigError(f'RLTask.{name} = {given[name]!r} is not supported on JAX-native envs '

@@ -15,6 +15,8 @@ Each sub-env of a vector env is wrapped, innermost first, in
   ClipReward           (training, atari_preprocessing.clip_rewards)
   NormalizeReward      (training, RLTask.normalize_rewards) gymnasium's own.
   StackFrames          (RLTask.num_stacked_frames > 1, any env) always last.
+  EpisodeContext       (RLTask.context_length, vector observations) always last;
+                       rl.envs.episode_context.
 
 Evaluation envs get the same observations (the first two and the last) but
 the game's own rewards and episodes, so an eval return is a game score.
@@ -29,6 +31,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.registration import load_env_creator
 
+from rl.envs.episode_context import EpisodeContext
 from rl.errors import ConfigError
 
 # The info key under which GameReturn reports a finished game's return.
@@ -129,7 +132,8 @@ def atari_env_kwargs(env_id, env_kwargs):
   return dict(kwargs, **{_STICKY: 0.0}), probability
 
 
-def env_wrappers(atari, num_stacked_frames, training, time_limit=None, reward_gamma=None):
+def env_wrappers(atari, num_stacked_frames, training, time_limit=None, reward_gamma=None,
+                 context_length=None):
   """The wrapper functions for each sub-env, innermost first (see the module docstring).
 
   Args:
@@ -142,6 +146,8 @@ def env_wrappers(atari, num_stacked_frames, training, time_limit=None, reward_ga
     reward_gamma: training envs divide each reward by the running standard
       deviation of the return discounted by this gamma (gymnasium's
       NormalizeReward; RLTask.normalize_rewards). None: rewards as they are.
+    context_length: observations are windows of the episode's last this many
+      observations (rl.envs.episode_context). None: off.
 
   Returns:
     (wrappers, reports_game_return): the functions env -> wrapped env, and
@@ -176,6 +182,8 @@ def env_wrappers(atari, num_stacked_frames, training, time_limit=None, reward_ga
     # are gathered (rl.data.frames), which needs the stack to be the outermost
     # observation change.
     wrappers.append(lambda env: StackFrames(env, num_stacked_frames))
+  if context_length is not None:
+    wrappers.append(lambda env: EpisodeContext(env, context_length))
   return wrappers, changes_rewards
 
 

@@ -79,6 +79,17 @@ def _n_inputs(policy_distribution: Any) -> int:
   return n
 
 
+def _check_body_and_normalizer(body: nn.Module | None, normalizer: nn.Module | None):
+  """Refuses a normaliser in front of a body that reads episode windows.
+
+  A window's last column flags its real steps (rl.envs.episode_context);
+  standardised, the flags could not tell the padding apart.
+  """
+  if normalizer is not None and getattr(body, 'reads_windows', False):
+    raise ConfigError('a normalizer in front of @TransformerDecoder would standardise the '
+                      "windows' real-step flags; remove the model's normalizer binding.")
+
+
 def _normalize(normalizer: nn.Module | None, obs: jax.Array,
                update_normalizer: bool) -> jax.Array:
   if normalizer is None:
@@ -112,17 +123,17 @@ def Policy(policy_distribution: Any,
   Args:
     policy_distribution: the action distribution whose inputs the head
       outputs (passed by the trainer, not bindable in gin).
-    body: body factory (gin: @MLP, @AtariCnnBody, @MinAtarCnnBody); None:
-      @MLP.
+    body: body factory (gin: @MLP, @AtariCnnBody, @MinAtarCnnBody,
+      @TransformerDecoder); None: @MLP.
     normalizer: observation normaliser factory (gin: @Normalize); None: the
       observations go in as they are.
     head_init_range: the head's kernel starts uniform in [-r, r]; None:
       orthogonal with gain 0.01, a near-uniform initial policy.
   """
-  return PolicyModel(body=_build(body, MLP),
-                     n_inputs=_n_inputs(policy_distribution),
-                     normalizer=_build(normalizer, None),
-                     head_init_range=head_init_range)
+  body, normalizer = _build(body, MLP), _build(normalizer, None)
+  _check_body_and_normalizer(body, normalizer)
+  return PolicyModel(body=body, n_inputs=_n_inputs(policy_distribution),
+                     normalizer=normalizer, head_init_range=head_init_range)
 
 
 class ActionInjector(nn.Module):
@@ -226,8 +237,8 @@ def Value(body: Callable[[], nn.Module] | None = None,
   """Value network V(s) -> [B, L, 1], or Q(s, a) with `inject_actions`.
 
   Args:
-    body: body factory (gin: @MLP, @AtariCnnBody, @MinAtarCnnBody); None:
-      @MLP.
+    body: body factory (gin: @MLP, @AtariCnnBody, @MinAtarCnnBody,
+      @TransformerDecoder); None: @MLP.
     normalizer: observation normaliser factory (gin: @Normalize); None: the
       observations go in as they are.
     head_init_range: the head's kernel starts uniform in [-r, r]; None:
@@ -255,9 +266,9 @@ def Value(body: Callable[[], nn.Module] | None = None,
     injector = ActionInjector(mlp=mlp, dim=dim, is_discrete=is_discrete,
                               vocab_size=int(vocab_size),
                               multiplicative=multiplicative_action_injection)
-  return ValueModel(body=_build(body, MLP),
-                    normalizer=_build(normalizer, None),
-                    action_injector=injector,
+  body, normalizer = _build(body, MLP), _build(normalizer, None)
+  _check_body_and_normalizer(body, normalizer)
+  return ValueModel(body=body, normalizer=normalizer, action_injector=injector,
                     head_init_range=head_init_range)
 
 
@@ -302,8 +313,8 @@ def PolicyAndValue(policy_distribution: Any,
   Args:
     policy_distribution: the action distribution whose inputs the policy
       head outputs (passed by the trainer, not bindable in gin).
-    body: body factory (gin: @MLP, @AtariCnnBody, @MinAtarCnnBody); None:
-      @MLP.
+    body: body factory (gin: @MLP, @AtariCnnBody, @MinAtarCnnBody,
+      @TransformerDecoder); None: @MLP.
     normalizer: observation normaliser factory (gin: @Normalize); None: the
       observations go in as they are.
     joint: True: one body feeds both heads; False: the body factory is
@@ -313,6 +324,7 @@ def PolicyAndValue(policy_distribution: Any,
   """
   n_inputs = _n_inputs(policy_distribution)
   norm = _build(normalizer, None)
+  _check_body_and_normalizer(_build(body, MLP), norm)
   if joint:
     return PolicyAndValueModel(n_inputs=n_inputs, body=_build(body, MLP),
                                normalizer=norm, head_init_range=head_init_range)
@@ -349,13 +361,14 @@ def Quality(n_actions: int = 2,
   Args:
     n_actions: outputs, one per discrete action (DQN passes its env's
       action count).
-    body: body factory (gin: @MLP, @AtariCnnBody, @MinAtarCnnBody); None:
-      @MLP.
+    body: body factory (gin: @MLP, @AtariCnnBody, @MinAtarCnnBody,
+      @TransformerDecoder); None: @MLP.
     normalizer: observation normaliser factory (gin: @Normalize); None: the
       observations go in as they are.
     head_init_range: the head's kernel starts uniform in [-r, r]; None:
       orthogonal with gain 1.
   """
-  return QualityModel(body=_build(body, MLP), n_actions=int(n_actions),
-                      normalizer=_build(normalizer, None),
+  body, normalizer = _build(body, MLP), _build(normalizer, None)
+  _check_body_and_normalizer(body, normalizer)
+  return QualityModel(body=body, n_actions=int(n_actions), normalizer=normalizer,
                       head_init_range=head_init_range)
