@@ -90,9 +90,10 @@ REGISTRY = {
     'ppo_minatar_breakout_jax': (7, 1_000_000),
     'ppo_joint_lunarlander': (200, 1_000_000),
     'ppo_halfcheetah': (1500, 1_000_000),
+    'ppo_joint_halfcheetah': (1500, 1_000_000),
     'ppo_cartpole_transformer': (475, 200_000),
-    'ppo_cartpole_novel_transformer': (475, 500_000),
     'ppo_cartpole_novel': (475, 500_000),
+    'ppo_cartpole_novel_transformer': (475, 500_000),
     'ppo_joint_lunarlander_transformer': (200, 1_000_000),
     'awr_halfcheetah': (1500, 1_000_000),
 }

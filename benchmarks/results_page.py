@@ -21,6 +21,10 @@ RENDER_COMMAND = 'python benchmarks/learning.py --render_only'
 CLASSIC_CONTROL_ENVS = ('cartpole', 'pendulum', 'acrobot')
 CLASSIC_CONTROL = 'Classic control'
 REAL_WORKLOADS = 'Real workloads: MinAtar, Box2D, MuJoCo'
+# Transformer bodies and the memory task they are measured on, beside its MLP baseline.
+SEQUENCE_MARKERS = ('_transformer', '_novel')
+SEQUENCE_MODELS = 'Sequence models: Transformer bodies and a memory task'
+SECTIONS = (CLASSIC_CONTROL, REAL_WORKLOADS, SEQUENCE_MODELS)
 
 INTRO = f"""\
 # Results
@@ -58,7 +62,9 @@ HEADER = ('| config | target | budget (env steps) | seeds reaching target | '
 
 
 def group(config):
-  """The table a config belongs in: classic control or the real workloads."""
+  """The table a config belongs in: classic control, the real workloads or sequence models."""
+  if any(marker in config for marker in SEQUENCE_MARKERS):
+    return SEQUENCE_MODELS
   env = config[:-len('_jax')] if config.endswith('_jax') else config
   return CLASSIC_CONTROL if env.endswith(CLASSIC_CONTROL_ENVS) else REAL_WORKLOADS
 
@@ -158,7 +164,7 @@ def section(title, records, curves_dir=CURVES_DIR):
 def render_page(records, curves_dir=CURVES_DIR, tuning_notes=None):
   """The whole of docs/results.md from `records` (tuning_notes: markdown appended)."""
   parts = [INTRO]
-  for title in (CLASSIC_CONTROL, REAL_WORKLOADS):
+  for title in SECTIONS:
     chosen = [r for r in records if group(r['config']) == title]
     if chosen:
       parts.append(section(title, chosen, curves_dir))
@@ -172,7 +178,7 @@ def render_summary(records):
   """One line per config: target, seeds reaching it, median env steps, final eval."""
   lines = ['| config | target | seeds reaching target | median env steps to target | '
            'final eval (mean ± std) |', '|---|---|---|---|---|']
-  for title in (CLASSIC_CONTROL, REAL_WORKLOADS):
+  for title in SECTIONS:
     for record in records:
       if group(record['config']) != title:
         continue

@@ -304,3 +304,13 @@ def test_render_only_without_records_or_with_a_broken_one_is_one_line(tmp_path):
   assert broken.returncode == 2 and not page.exists()
   assert len(broken.stderr.splitlines()) == 1
   assert broken.stderr.startswith(f"error: cannot read the record {tmp_path / 'x_cartpole.json'}")
+
+
+@pytest.mark.parametrize('config, section', [
+    ('ppo_cartpole', 'CLASSIC_CONTROL'), ('ppo_cartpole_jax', 'CLASSIC_CONTROL'),
+    ('ppo_joint_lunarlander', 'REAL_WORKLOADS'), ('ppo_minatar_breakout_jax', 'REAL_WORKLOADS'),
+    ('ppo_cartpole_novel', 'SEQUENCE_MODELS'), ('ppo_cartpole_transformer', 'SEQUENCE_MODELS'),
+    ('ppo_joint_lunarlander_transformer', 'SEQUENCE_MODELS')])
+def test_each_config_has_its_section_of_the_page(config, section):
+  """The memory task's MLP baseline sits in one table with the Transformers it is compared to."""
+  assert results_page.group(config) == getattr(results_page, section)
