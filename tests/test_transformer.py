@@ -12,6 +12,7 @@ from rl.envs.episode_context import EpisodeContext
 from rl.envs.task import RLTask
 from rl.errors import ConfigError
 from rl.nets.heads import PolicyAndValue
+from rl.nets.normalizer import Normalize
 from rl.nets.transformer import TransformerDecoder
 from rl.nets.variables import init_variables
 from rl.nets.variables import top_level_layers
@@ -163,6 +164,5 @@ if 'rl_test/ImageEnv-v0' not in gym.registry:
 
 
 def test_a_normalizer_in_front_of_the_windows_is_refused():
-  from rl.nets.normalizer import Normalize  # pylint: disable=import-outside-toplevel
   with pytest.raises(ConfigError, match='remove the model\'s normalizer binding'):
     PolicyAndValue(Categorical(2), body=TransformerDecoder, normalizer=Normalize)

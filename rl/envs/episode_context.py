@@ -18,14 +18,18 @@ import numpy as np
 from rl.errors import ConfigError
 
 
-def check_context_length(context_length):
-  """Refuses a context length that is not None or an integer >= 1."""
+def check_context_length(context_length, num_stacked_frames):
+  """Refuses a context length that is not None or an integer >= 1, or one beside frame stacking."""
   if context_length is None:
     return
   if isinstance(context_length, bool) or not isinstance(context_length, int) or (
       context_length < 1):
     raise ConfigError(f'RLTask.context_length must be an integer >= 1 (or None: no context), '
                       f'got {context_length!r}.')
+  if num_stacked_frames != 1:
+    raise ConfigError(
+        f'RLTask.context_length = {context_length} and RLTask.num_stacked_frames = '
+        f'{num_stacked_frames} both make an observation of several steps; keep one.')
 
 
 def window_space(space, n):

@@ -48,15 +48,11 @@ class GymTask:
                time_limit=None, initial_trajectories=0, num_stacked_frames=1,
                atari_preprocessing=False, normalize_rewards=False, context_length=None, seed=0):
     registered = registry.check_env_id(env)
-    episode_context.check_context_length(context_length)
-    if context_length is not None and num_stacked_frames > 1:
-      raise ConfigError(
-          f'RLTask.context_length = {context_length} and RLTask.num_stacked_frames = '
-          f'{num_stacked_frames} both make an observation of several steps; keep one.')
     if isinstance(num_stacked_frames, bool) or not isinstance(num_stacked_frames, int) or (
         num_stacked_frames < 1):
       raise ConfigError(f'RLTask.num_stacked_frames must be an integer >= 1 (1: no stacking), '
                         f'got {num_stacked_frames!r}.')
+    episode_context.check_context_length(context_length, num_stacked_frames)
     self.env_name = env
     self._env_kwargs = dict(env_kwargs or {})
     self.n_envs = int(n_envs)

@@ -18,7 +18,7 @@ Each sub-env of a vector env is wrapped, innermost first, in
   EpisodeContext       (RLTask.context_length, vector observations) always last;
                        rl.envs.episode_context.
 
-Evaluation envs get the same observations (the first two and the last) but
+Evaluation envs get the same observations (the first two and the last two) but
 the game's own rewards and episodes, so an eval return is a game score.
 Every wrapper here pickles with the env it wraps: rl.envs.env_state.dump_env_state saves
 them with the checkpoint for an exact resume.

@@ -324,13 +324,13 @@ def PolicyAndValue(policy_distribution: Any,
   """
   n_inputs = _n_inputs(policy_distribution)
   norm = _build(normalizer, None)
-  _check_body_and_normalizer(_build(body, MLP), norm)
+  first = _build(body, MLP)
+  _check_body_and_normalizer(first, norm)
   if joint:
-    return PolicyAndValueModel(n_inputs=n_inputs, body=_build(body, MLP),
+    return PolicyAndValueModel(n_inputs=n_inputs, body=first,
                                normalizer=norm, head_init_range=head_init_range)
-  # Two calls of the factory: two independent bodies with their own params.
-  return PolicyAndValueModel(n_inputs=n_inputs,
-                             policy_body=_build(body, MLP),
+  # A second call of the factory: two independent bodies with their own params.
+  return PolicyAndValueModel(n_inputs=n_inputs, policy_body=first,
                              value_body=_build(body, MLP),
                              normalizer=norm, head_init_range=head_init_range)
 
