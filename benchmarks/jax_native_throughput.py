@@ -1,105 +1,94 @@
-"""Env steps per second of PPO on gymnax CartPole-v1: a bare jitted floor and rl.run.
+"""Env steps per second of rl's JAX-native runs against a bare PPO floor, and of `--seeds` batches.
 
-Hyperparameters are PureJaxRL's published CartPole ones (HPARAMS of
-benchmarks/ppo_floor.py): 4 envs x 128 steps per update, 4 epochs x 4
-minibatches, Adam(2.5e-4, eps 1e-5, no anneal) after clip_by_global_norm(0.5),
-gamma 0.99, GAE lambda 0.95, clip 0.2, entropy 0.01, value 0.5, separate 64x64
-tanh actor and critic with orthogonal init.
+Three ratios, measured side by side in one run, the sides taking turns round
+after round so that a drift in the machine's load weighs on all of them:
 
-(a) the floor (benchmarks/ppo_floor.py): one `update` written out as a single
-    jitted function: a `lax.scan` over 128 steps of (actor/critic forward,
-    categorical sample, gymnax env step with its auto-reset, all vmapped over
-    the 4 envs), GAE by a reverse `lax.scan`, then 4 epochs x 4 minibatches of the clipped PPO loss
-    with optax. Nothing else: no host work, no buffers, no logging. Two ways to
-    run --updates updates per timed call:
-      scan: one jitted `lax.scan` over the updates;
-      loop: a Python loop over the jitted update (one dispatch per update).
-    The faster of the two is the floor. It is then also run as `jax.vmap` over
-    --seeds seeds (steps of all seeds counted), the way a seed sweep would.
-(b) rl.run's fused epoch: rl's PPOJoint with the same hyperparameters on the
-    JAX-native backend (RUNNER_CONFIG: the floor's algorithm, one loss and
-    one optimizer over separate actor and critic bodies, advantages computed
-    once an update), timed epoch by epoch as rl.run runs it, and its epoch
-    under jax.vmap over --seeds copies (rl.run --seeds). rl's PPO (separate
-    networks with their own optimizers, trained one after the other) is
-    timed too, for comparison.
+  jax_native/floor ratio: `python -m rl.run` of PPOJoint at PureJaxRL's CartPole
+      settings (HPARAMS of benchmarks/ppo_floor.py), one seed, over the floor:
+      PPO written out bare in the PureJaxRL style (benchmarks/ppo_floor.py),
+      whole updates scanned in one jitted call.
+  jax_native seeds/floor ratio: the same run with --seeds=0-7 over the floor
+      under jax.vmap over 8 seeds (every seed's steps count).
+  seeds/single throughput ratio: configs/ppo_minatar_breakout_jax.gin with
+      --seeds=0-3 over the same config's single seed.
 
-How to read it: 'compile' is the first call (trace + compile + run) minus a
-steady call; steps/s are medians of --repeats timed calls after one warm-up
-call. The floors and the runners take turns, one timed call each per round,
-so that the load of a shared machine, which drifts, weighs on all of them
-alike. 'learning' continues the scan state up to --learn_steps env steps and
-prints the mean return of the episodes finished in its last call, to show the
-floor is the real algorithm (PureJaxRL's CartPole reaches ~500 by ~500k
-steps). The last line is `jax_native/floor ratio: X.XX` (runner steps/s over
-floor steps/s; the goal is >= 0.8).
+The rl side is the real command with its bookkeeping at the shipped configs'
+cadence: metrics every epoch, evaluation every 10 epochs (10 greedy
+episodes) and a checkpoint every 50 on CartPole, as ppo_cartpole.gin; the
+Breakout config's own. Its rate is taken from two runs of the same command,
+a short and a long one: (env steps of the longer - the shorter) / (wall
+seconds of the longer - the shorter), so that start-up and compilation
+cancel out. rl's compiled epoch is also timed alone, in this process (no
+evaluation, checkpoint or metrics written): the difference between it and
+rl.run is the bookkeeping's cost. rl's two-network PPO (each network its own
+optimizer, trained in turn) is run beside PPOJoint for comparison. With
+--rejax_python (the python of a separate venv that has rejax), rejax's PPO
+at its `breakout_1m` settings (benchmarks/rejax_breakout.py) is timed
+against rl's PPO at the same settings.
 
-Usage: nice -n 10 python benchmarks/jax_native_throughput.py [--updates 25]
-         [--repeats 9] [--seeds 8] [--learn_steps 100000] [--key_impl rl]
+Usage: nice -n 10 python benchmarks/jax_native_throughput.py [--rounds 2]
+           [--rejax_python /path/to/venv/bin/python] [--programs_only [--fast_compile]]
 """
 import argparse
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 # Run as a plain script from a checkout: the repo root is not on sys.path then.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
 
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
 
 from benchmarks.ppo_floor import ENV_ID  # noqa: E402
 from benchmarks.ppo_floor import HPARAMS  # noqa: E402
-from benchmarks.ppo_floor import PythonLoop  # noqa: E402
 from benchmarks.ppo_floor import ScanLoop  # noqa: E402
-from benchmarks.ppo_floor import learning_check  # noqa: E402
 from benchmarks.ppo_floor import make_ppo  # noqa: E402
-from benchmarks.ppo_floor import measure_vmapped  # noqa: E402
 from benchmarks.ppo_floor import seconds  # noqa: E402
-from rl import compiler  # noqa: E402  (the runner's compiler options, for both sides)
-from rl import keys as rl_keys  # noqa: E402  (the runner's keys, for both sides)
+
+BREAKOUT = os.path.join(REPO_ROOT, 'configs', 'ppo_minatar_breakout_jax.gin')
 
 
 def _parse_args():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('--updates', type=int, default=25,
-                      help='PPO updates per timed call (each is n_envs x n_steps env steps)')
-  parser.add_argument('--repeats', type=int, default=9,
-                      help='timed calls of each loop; the median is reported')
-  parser.add_argument('--seeds', type=int, default=8,
-                      help='seeds of the vmapped floor (0 skips it)')
-  parser.add_argument('--learn_steps', type=int, default=100_000,
-                      help='env steps of the learning check (0 skips it)')
-  parser.add_argument('--key_impl', default='rl', choices=('rl', 'rbg', 'threefry2x32'),
-                      help="the floor's PRNG implementation: rl.keys' ('rl': threefry with "
-                      "its hash written out) or one of JAX's")
+  parser.add_argument('--rounds', type=int, default=2,
+                      help='turns of every side; each side reports its median')
+  parser.add_argument('--updates', type=int, default=200,
+                      help="the floor's PPO updates per timed call (each 512 env steps)")
+  parser.add_argument('--seeds', type=int, default=8, help='seeds of the vmapped comparison')
+  parser.add_argument('--breakout_seeds', type=int, default=4,
+                      help='seeds of the Breakout --seeds run (0 skips it)')
+  parser.add_argument('--programs_only', action='store_true',
+                      help="time the floor and rl's epoch program only, not rl.run")
+  parser.add_argument('--fast_compile', action='store_true',
+                      help="compile rl's epoch program with XLA's elemental emitters "
+                      '(compiler.fast_compile, as ppo_cartpole_jax.gin) instead of its fusion ones')
+  parser.add_argument('--rejax_python', default=None,
+                      help='python of a venv with rejax installed: also time rejax on Breakout')
   args = parser.parse_args()
-  if args.updates < 1 or args.repeats < 1:
-    parser.error('--updates and --repeats must be >= 1')
-  if args.seeds < 0 or args.learn_steps < 0:
-    parser.error('--seeds and --learn_steps must be >= 0')
+  if min(args.rounds, args.updates, args.seeds) < 1 or args.breakout_seeds < 0:
+    parser.error('--rounds, --updates and --seeds must be >= 1, --breakout_seeds >= 0')
   return args
 
 
 # ---------------------------------------------------------------------------
-# (b) rl.run's fused epoch.
+# rl's side: gin configs of HPARAMS, run through `python -m rl.run`.
 # ---------------------------------------------------------------------------
 
-# HPARAMS as gin configs of rl on the JAX-native backend: the task and model
-# bindings both runner configs share, then each trainer's. What the runner's
-# design keeps different from the floor: minibatches drawn at random rather
-# than as a permutation of the epoch, and GAE through
-# added_policy_slice_length = 64 steps (the floor runs it over the whole
-# 128-step rollout; (0.99 * 0.95)^64 = 2%).
-_TASK = """
+# What the runner's design keeps different from the floor: minibatches drawn
+# at random rather than as a permutation of the update's steps, and GAE
+# through added_policy_slice_length = 64 steps (the floor runs it over the
+# whole 128-step rollout; (0.99 * 0.95)^64 = 2%).
+_COMMON = """
 RLTask.env = 'gymnax:{env}'
 RLTask.n_envs = {n_envs}
 RLTask.gamma = {gamma}
 RLTask.seed = 0
-"""
-_MODEL = """
+train_rl.checkpoint_every = 50
+compiler.fast_compile = False
 MLP.layer_widths = ({hidden}, {hidden})
 MLP.activation_fn = 'tanh'
 multifactor.factors = 'constant'
@@ -107,181 +96,260 @@ multifactor.constant = {lr}
 Adam.weight_decay_rate = 0.0
 Adam.eps = {adam_eps}
 Adam.clip_grad_norm = {max_grad_norm}
-"""
-
-
-def _ppo_bindings(trainer):
-  """The PPO bindings both trainers take, under `trainer`'s gin name."""
-  return """{trainer}.n_interactions_per_epoch = {{steps}}
-{trainer}.n_eval_episodes = 0
-{trainer}.epsilon = {{clip}}
-{trainer}.entropy_coeff = {{ent_coef}}
+{trainer}.n_interactions_per_epoch = {steps}
+{trainer}.n_eval_episodes = 10
+{trainer}.eval_every = 10
+{trainer}.epsilon = {clip}
+{trainer}.entropy_coeff = {ent_coef}
 {trainer}.advantage_estimator = @gae
-gae.lambda_ = {{gae_lambda}}
+gae.lambda_ = {gae_lambda}
 {trainer}.added_policy_slice_length = 64
 {trainer}.max_slice_length = 1
-""".format(trainer=trainer)
-
+train_rl.trainer_class = @{trainer}
+"""
 
 # rl's PPOJoint is the floor's algorithm: one network pair trained by one loss
 # (clipped surrogate + value + entropy) with one optimizer, on advantages
-# computed once per update from the network as the update starts
-# (advantages_per_chunk; GAE looks 64 steps ahead, bootstrapping beyond).
-# The floor's value term is vf_coef * 0.5 * squared error, hence a
+# computed once per update from the network as the update starts. The
+# floor's value term is vf_coef * 0.5 * squared error, hence a
 # value_loss_coeff of vf_coef / 2 on rl's mean squared error.
-RUNNER_CONFIG = _TASK + _ppo_bindings('PPOJoint') + """PPOJoint.value_loss_coeff = {value_coeff}
+JOINT = _COMMON + """PPOJoint.value_loss_coeff = {value_coeff}
 PPOJoint.advantages_per_chunk = True
 PPOJoint.batch_size = {batch}
 PPOJoint.train_steps_per_epoch = {n_updates}
 PPOJoint.joint_model = @PolicyAndValue
 PolicyAndValue.joint = False
-""" + _MODEL
+"""
 
-# For comparison: rl's PPO, separate policy and value networks with their own
-# optimizers, trained in turn (the value network's steps, then the policy's
-# on advantages from the trained value network): twice the gradient steps
-# and two advantage passes per update.
-SEPARATE_CONFIG = _TASK + _ppo_bindings('PPO') + """PPO.policy_batch_size = {batch}
+# rl's PPO: separate policy and value networks with their own optimizers,
+# trained in turn (twice the gradient steps and two advantage passes).
+SEPARATE = _COMMON + """PPO.policy_batch_size = {batch}
 PPO.policy_train_steps_per_epoch = {n_updates}
 PPO.value_batch_size = {batch}
 PPO.value_train_steps_per_epoch = {n_updates}
-""" + _MODEL
+"""
 
 
-def runner_config(hp, template=RUNNER_CONFIG):
-  """A runner config for the hyperparameters `hp` (HPARAMS)."""
+def runner_config(template, trainer, hp=HPARAMS):
+  """The gin text of `template` for the hyperparameters `hp`."""
   steps = hp['n_envs'] * hp['n_steps']
-  return template.format(env=ENV_ID, steps=steps, batch=steps // hp['minibatches'],
+  return template.format(env=ENV_ID, trainer=trainer, steps=steps,
+                         batch=steps // hp['minibatches'],
                          n_updates=hp['epochs'] * hp['minibatches'],
                          value_coeff=hp['vf_coef'] / 2, **hp)
 
 
-def build_runner(args, trainer_name='PPOJoint', template=RUNNER_CONFIG):
-  """rl's trainer on the same problem; returns `call`, which runs --updates epochs.
+class RlRun:
+  """`python -m rl.run` of one config, timed as the difference of a short and a long run."""
 
-  One epoch of rl is one PPO update of the floor (512 env steps, 16
-  gradient steps). `call` runs them as rl.run does: `run_epoch` (the
-  compiled epoch, with the next one dispatched before this one's metrics
-  are read back and booked on the host).
-  """
-  import gin  # pylint: disable=import-outside-toplevel
-  from rl import experiment  # pylint: disable=import-outside-toplevel,unused-import  (gin names)
-  from rl.envs.task import RLTask  # pylint: disable=import-outside-toplevel
-  from rl import algorithms as trainers  # pylint: disable=import-outside-toplevel
-  gin.clear_config()
-  gin.parse_config(runner_config(HPARAMS, template))
-  trainer = getattr(trainers, trainer_name)(RLTask())
-  gin.clear_config()
-  # As rl.run's epoch loop sets it: with a last epoch still to come, each
-  # epoch dispatches the next before its host bookkeeping (no evaluation is
-  # configured, so none is ever due).
-  trainer.learner.last_epoch = 10**9
+  def __init__(self, workdir, name, config_file, steps_per_epoch, short, long, n_seeds=1,
+               bindings=()):
+    self.workdir, self.name, self.config_file = workdir, name, config_file
+    self.steps = (long - short) * steps_per_epoch * n_seeds
+    self.short, self.long, self.n_seeds, self.bindings = short, long, n_seeds, list(bindings)
+    self.rates = []
+    self._runs = 0
 
-  def call():
-    for _ in range(args.updates):
-      trainer.learner.run_epoch()
-  return trainer, call
+  def _seconds(self, n_epochs):
+    self._runs += 1
+    out = os.path.join(self.workdir, f'{self.name}_{self._runs}')
+    command = [sys.executable, '-m', 'rl.run', f'--config_file={self.config_file}',
+               f'--output_dir={out}', f'--config=train_rl.n_epochs = {n_epochs}']
+    command += [f'--config={b}' for b in self.bindings]
+    if self.n_seeds > 1:
+      command.append(f'--seeds=0-{self.n_seeds - 1}')
+    start = time.perf_counter()
+    subprocess.run(command, cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
 
+  def __call__(self):
+    """One turn: the short run, then the long one; keeps the rate of their difference.
 
-def measure_runner_vmapped(args, trainer):
-  """The trainer's epoch (`jax_epoch`) under jax.vmap over --seeds copies of its
-  state, as `rl.run --seeds` runs it; all seeds' steps count."""
-  steps = args.seeds * args.updates * HPARAMS['n_envs'] * HPARAMS['n_steps']
-  stack = lambda tree: jax.tree_util.tree_map(  # noqa: E731
-      lambda x: jnp.stack([x] * args.seeds), tree)
-  epoch = compiler.jit(jax.vmap(trainer.learner.jax_epoch, in_axes=(0, 0, None, None, None)),
-                       static_argnums=4)
-  current = [stack(trainer.learner.train_state), stack(trainer.task.carry)]
+    The first turn starts with a run that fills the persistent compilation
+    cache, so that both timed runs start alike.
+    """
+    if not self._runs:
+      self._seconds(self.short)
+    short = self._seconds(self.short)
+    long = self._seconds(self.long)
+    self.rates.append(self.steps / (long - short))
 
-  def vmapped():
-    for _ in range(args.updates):
-      outputs = epoch(*current, (), np.int32(1), trainer.learner.jax_epoch_steps)
-      current[:] = outputs[:2]
-      jax.device_get(outputs[2:])  # the metrics, read back as rl.seeds does
-  first = seconds(vmapped)
-  times = [seconds(vmapped) for _ in range(args.repeats)]
-  steady = statistics.median(times)
-  return dict(compile=first - steady, rate=steps / steady)
+  @property
+  def rate(self):
+    return statistics.median(self.rates)
 
 
-def measure_interleaved(args, calls, steps):
-  """{name: result} of the `calls` ({name: callable}), timed in turn.
+class EpochProgram:
+  """rl's compiled epoch alone: `Learner.run_epoch` in a loop, no evaluation, no checkpoint,
+  no metrics written."""
 
-  Each call's first run (compilation included) is timed alone; then the
-  calls take turns --repeats times, so that a change in the machine's load
-  hits all of them alike, and each gets the median of its turns. Besides
-  wall-clock seconds, each turn's CPU seconds (this process's, all threads)
-  are kept: other tenants of a shared machine stretch wall time far more
-  than the CPU time a computation needs, so the CPU figure varies less.
-  """
-  first = {name: seconds(call) for name, call in calls.items()}
-  times = {name: [] for name in calls}
-  cpu = {name: [] for name in calls}
-  for _ in range(args.repeats):
-    for name, call in calls.items():
-      start = time.process_time()
-      times[name].append(seconds(call))
-      cpu[name].append(time.process_time() - start)
-  results = {}
-  for name, t in times.items():
-    steady = statistics.median(t)
-    results[name] = dict(compile=first[name] - steady, rate=steps / steady,
-                         spread=(steps / max(t), steps / min(t)),
-                         cpu_rate=steps / statistics.median(cpu[name]))
-  return results
+  def __init__(self, epochs=200, fast_compile=False):
+    import gin  # pylint: disable=import-outside-toplevel
+    from rl import compiler  # pylint: disable=import-outside-toplevel
+    from rl import experiment  # pylint: disable=import-outside-toplevel,unused-import  (gin names)
+    from rl.algorithms import PPOJoint  # pylint: disable=import-outside-toplevel
+    from rl.envs.task import RLTask  # pylint: disable=import-outside-toplevel
+    gin.clear_config()
+    gin.parse_config(runner_config(JOINT, 'PPOJoint') + 'PPOJoint.n_eval_episodes = 0\n')
+    compiler.configure(fast_compile=fast_compile)
+    try:
+      self._learner = PPOJoint(RLTask()).learner
+    finally:
+      gin.clear_config()
+    # As the epoch loop sets it: each epoch dispatches the next before its
+    # results are read back.
+    self._learner.last_epoch = 10**9
+    self._epochs = epochs
+    self.steps = epochs * HPARAMS['n_envs'] * HPARAMS['n_steps']
+    self.compile = seconds(self._run)
+    self.rates = []
+
+  def _run(self):
+    for _ in range(self._epochs):
+      self._learner.run_epoch()
+
+  def __call__(self):
+    self.rates.append(self.steps / seconds(self._run))
+
+  @property
+  def rate(self):
+    return statistics.median(self.rates)
+
+
+# ---------------------------------------------------------------------------
+# The floor.
+# ---------------------------------------------------------------------------
+
+class Floor:
+  """The floor's scan of --updates updates per call (under vmap over `seeds` seeds if > 1)."""
+
+  def __init__(self, args, seeds=1):
+    init, update, self.steps_per_update = make_ppo(HPARAMS)
+    if seeds == 1:
+      state = jax.jit(init)(0)
+    else:
+      # Each seed initialised alone, then stacked (as rl.run --seeds does).
+      one = jax.jit(init)
+      state = jax.tree_util.tree_map(lambda *x: jax.numpy.stack(x),
+                                     *[one(seed) for seed in range(seeds)])
+      update = jax.vmap(update)
+    self._loop = ScanLoop(update, state, args.updates)
+    self.steps = seeds * args.updates * self.steps_per_update
+    self.compile = seconds(self._loop)
+    self._calls = 1
+    self.rates = []
+
+  def __call__(self):
+    """One turn: two calls, the faster kept."""
+    self.rates.append(self.steps / min(seconds(self._loop), seconds(self._loop)))
+    self._calls += 2
+
+  def learning(self, env_steps):
+    """Goes on training to at least `env_steps` steps (one seed): (steps, mean return of the
+    episodes ended in the last call), to show that the floor is the real algorithm."""
+    while True:
+      return_sum, episodes = (float(jax.numpy.sum(x)) for x in self._loop())
+      self._calls += 1
+      if self._calls * self.steps >= env_steps:
+        return self._calls * self.steps, return_sum / max(episodes, 1.0)
+
+  @property
+  def rate(self):
+    return statistics.median(self.rates)
+
+
+def _print_program(floor, program, fast_compile):
+  print(f'floor (PureJaxRL-style scan of updates): {floor.rate:,.0f} env steps/s')
+  emitters = 'elemental' if fast_compile else 'fusion'
+  print(f"rl's epoch program alone (PPOJoint, XLA's {emitters} emitters, no evaluation, "
+        f'checkpoints or metrics written): {program.rate:,.0f} env steps/s '
+        f'({program.rate / floor.rate:.2f} of the floor)')
+
+
+def rejax_rate(python, rl_rate_fn):
+  """(rejax's env steps/s, rl's at the same settings) on Breakout, taking turns."""
+  script = os.path.join(REPO_ROOT, 'benchmarks', 'rejax_breakout.py')
+  rejax = []
+  for _ in range(2):
+    out = subprocess.run([python, script], check=True, capture_output=True, text=True).stdout
+    rejax.append(float(out.strip().splitlines()[-1].split()[-1]))
+    rl_rate_fn()
+  return statistics.median(rejax)
 
 
 def main():
   args = _parse_args()
-  impl = rl_keys.IMPL if args.key_impl == 'rl' else args.key_impl
-  init, update, steps_per_update = make_ppo(HPARAMS, impl)
-  print(f'env gymnax {ENV_ID}, PPO {HPARAMS}, {args.updates} updates '
-        f'({args.updates * steps_per_update} env steps) per timed call, median of '
-        f'{args.repeats}, jax {jax.__version__} on {jax.default_backend()}, '
-        f'{os.cpu_count()} cores, keys {args.key_impl}')
+  print(f'PPO {HPARAMS} on gymnax {ENV_ID}; jax {jax.__version__} on '
+        f'{jax.default_backend()}, {os.cpu_count()} cores; {args.rounds} rounds')
+  floor, floor_seeds = Floor(args), Floor(args, args.seeds)
+  program = EpochProgram(fast_compile=args.fast_compile)
+  if args.programs_only:
+    for _ in range(args.rounds):
+      floor()
+      program()
+    _print_program(floor, program, args.fast_compile)
+    return
+  per_epoch = HPARAMS['n_envs'] * HPARAMS['n_steps']
+  with tempfile.TemporaryDirectory() as workdir:
+    configs = {}
+    for name, template, trainer in (('joint', JOINT, 'PPOJoint'), ('separate', SEPARATE, 'PPO')):
+      configs[name] = os.path.join(workdir, f'{name}.gin')
+      with open(configs[name], 'w', encoding='utf-8') as f:
+        f.write(runner_config(template, trainer))
+    runs = {
+        'joint': RlRun(workdir, 'joint', configs['joint'], per_epoch, 100, 1100),
+        'separate': RlRun(workdir, 'separate', configs['separate'], per_epoch, 100, 1100),
+        'joint_seeds': RlRun(workdir, 'joint_seeds', configs['joint'], per_epoch, 50, 300,
+                             n_seeds=args.seeds),
+    }
+    if args.breakout_seeds:
+      runs['breakout'] = RlRun(workdir, 'breakout', BREAKOUT, 1024, 50, 200)
+      runs['breakout_seeds'] = RlRun(workdir, 'breakout_seeds', BREAKOUT, 1024, 50, 200,
+                                     n_seeds=args.breakout_seeds)
+    for _ in range(args.rounds):
+      floor()
+      program()
+      for name, run in runs.items():
+        run()
+        if name == 'joint_seeds':
+          floor_seeds()
+    print(f'floor (PureJaxRL-style scan of {args.updates} updates per call): '
+          f'{floor.rate:,.0f} env steps/s, compile {floor.compile:.1f} s')
+    print(f'floor vmapped over {args.seeds} seeds: {floor_seeds.rate:,.0f} env steps/s all seeds')
+    _print_program(floor, program, args.fast_compile)
+    print(f"rl.run PPOJoint, one seed: {runs['joint'].rate:,.0f} env steps/s")
+    print(f"rl.run PPO (separate networks), one seed: {runs['separate'].rate:,.0f} env steps/s "
+          f"({runs['separate'].rate / floor.rate:.2f} of the floor)")
+    print(f"rl.run PPOJoint --seeds=0-{args.seeds - 1}: {runs['joint_seeds'].rate:,.0f} env "
+          'steps/s all seeds')
+    if args.breakout_seeds:
+      print(f"rl.run ppo_minatar_breakout_jax: one seed {runs['breakout'].rate:,.0f}, "
+            f"--seeds=0-{args.breakout_seeds - 1} {runs['breakout_seeds'].rate:,.0f} env steps/s")
+    if args.rejax_python:
+      at_rejax = RlRun(workdir, 'rejax_settings', BREAKOUT, 1024, 50, 250,
+                       bindings=REJAX_SETTINGS)
+      rejax = rejax_rate(args.rejax_python, at_rejax)
+      print(f'rejax PPO breakout_1m: {rejax:,.0f} env steps/s; rl PPO at its settings: '
+            f'{at_rejax.rate:,.0f}; rl/rejax ratio: {at_rejax.rate / rejax:.2f}')
+  steps, mean_return = floor.learning(200_000)
+  print(f'learning (the floor, seed 0): mean return {mean_return:.1f} of the episodes that '
+        f'ended in its last {args.updates} updates, at {steps:,} env steps')
+  print(f"jax_native/floor ratio: {runs['joint'].rate / floor.rate:.2f}")
+  print(f"jax_native seeds/floor ratio: {runs['joint_seeds'].rate / floor_seeds.rate:.2f}")
+  if args.breakout_seeds:
+    print(f"seeds/single throughput ratio: "
+          f"{runs['breakout_seeds'].rate / runs['breakout'].rate:.2f}")
 
-  state = compiler.jit(init)(0)
-  loops = {'scan': ScanLoop(update, state, args.updates),
-           'loop': PythonLoop(update, state, args.updates)}
-  runner, runner_call = build_runner(args)
-  _, separate_call = build_runner(args, 'PPO', SEPARATE_CONFIG)
-  results = measure_interleaved(args, {**loops, 'runner': runner_call,
-                                       'separate': separate_call},
-                                args.updates * steps_per_update)
-  labels = {'scan': 'floor scan (updates in one jitted lax.scan)',
-            'loop': 'floor loop (Python loop over the jitted update)',
-            'runner': 'runner (rl PPOJoint, run_epoch)',
-            'separate': 'rl PPO, separate networks trained in turn (run_epoch)'}
-  for name, r in results.items():
-    print(f"{labels[name]}: {r['rate']:,.0f} env steps/s "
-          f"(range {r['spread'][0]:,.0f}..{r['spread'][1]:,.0f}), compile {r['compile']:.2f} s")
-  best = max(loops, key=lambda name: results[name]['rate'])
-  floor_rate = results[best]['rate']
-  print(f'floor: {floor_rate:,.0f} env steps/s ({best})')
-  print(f"per CPU second (all threads): floor {results[best]['cpu_rate']:,.0f}, runner "
-        f"{results['runner']['cpu_rate']:,.0f} env steps; runner/floor "
-        f"{results['runner']['cpu_rate'] / results[best]['cpu_rate']:.2f}")
-  print(f"rl PPO, separate networks: {results['separate']['rate'] / floor_rate:.2f} of the floor")
 
-  if args.seeds:
-    v = measure_vmapped(args, init, update, steps_per_update, best)
-    print(f"floor vmap {args.seeds} seeds ({best}): {v['rate']:,.0f} env steps/s all seeds "
-          f"(range {v['spread'][0]:,.0f}..{v['spread'][1]:,.0f}; "
-          f"{v['rate'] / floor_rate:.2f}x one seed), compile {v['compile']:.2f} s")
-    v = measure_runner_vmapped(args, runner)
-    print(f"runner vmap {args.seeds} seeds (jax_epoch): {v['rate']:,.0f} env steps/s all seeds "
-          f"({v['rate'] / results['runner']['rate']:.2f}x one seed), "
-          f"compile {v['compile']:.2f} s")
-
-  if args.learn_steps:
-    steps, mean_return, episodes = learning_check(args, loops['scan'], steps_per_update)
-    print(f'learning (floor scan, seed 0): mean return {mean_return:.1f} over the '
-          f'{episodes:.0f} episodes finished in the last {args.updates} updates, '
-          f'at {steps:,} env steps')
-
-  print(f"jax_native/floor ratio: {results['runner']['rate'] / floor_rate:.2f}")
+# rejax's `breakout_1m` PPO settings on rl's PPO (configs/ppo_minatar_breakout_jax.gin):
+# 32 envs x 32 steps, 4 passes of 4 minibatches for each network, a constant
+# learning rate, evaluation every 50k env steps.
+REJAX_SETTINGS = (
+    'PPO.policy_train_steps_per_epoch = 16', 'PPO.value_train_steps_per_epoch = 16',
+    "policy/multifactor.factors = 'constant'", "value/multifactor.factors = 'constant'",
+    'policy/multifactor.constant = 2.5674e-4', 'value/multifactor.constant = 2.5674e-4',
+)
 
 
 if __name__ == '__main__':
   main()
-

@@ -1,12 +1,14 @@
 """The floor of benchmarks/jax_native_throughput.py: PPO on gymnax CartPole written out bare.
 
-One `update` as a single jitted function: a `lax.scan` over n_steps steps of
+One `update` as a single function: a `lax.scan` over n_steps steps of
 (actor/critic forward, categorical sample, gymnax env step with its
 auto-reset, all vmapped over the envs), GAE by a reverse `lax.scan`, then
-epochs x minibatches of the clipped PPO loss with optax. Nothing else: no host
-work, no buffers, no logging. HPARAMS are PureJaxRL's published CartPole ones.
+epochs x minibatches of the clipped PPO loss with optax, state in and state
+out. Nothing else: no host work, no buffers, no logging. It is compiled the
+way PureJaxRL compiles its `ppo.py`: plain `jax.jit` with XLA's default
+options and JAX's default keys, with whole updates scanned in one call.
+HPARAMS are PureJaxRL's published CartPole ones.
 """
-import statistics
 import time
 
 import flax.linen as nn
@@ -15,8 +17,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-
-from rl import compiler  # the runner's compiler options, for both sides
 
 ENV_ID = 'CartPole-v1'
 HPARAMS = dict(
@@ -42,8 +42,11 @@ class Mlp(nn.Module):
                     bias_init=nn.initializers.zeros)(x)
 
 
-def make_ppo(hp, key_impl):
-  """(init(seed) -> state, update(state) -> (state, (return sum, episodes)), steps/update)."""
+def make_ppo(hp, key_impl=None):
+  """(init(seed) -> state, update(state) -> (state, (return sum, episodes)), steps/update).
+
+  key_impl: a JAX PRNG implementation name; None: JAX's default (threefry2x32).
+  """
   env, env_params = gymnax.make(ENV_ID)
   n_actions = env.action_space(env_params).n
   obs_shape = env.observation_space(env_params).shape
@@ -151,8 +154,8 @@ class ScanLoop:
   """`n_updates` updates as one jitted `lax.scan`: one dispatch per call."""
 
   def __init__(self, update, state, n_updates):
-    self._run = compiler.jit(lambda s: jax.lax.scan(lambda c, _: update(c), s, None,
-                                                    length=n_updates))
+    self._run = jax.jit(lambda s: jax.lax.scan(lambda c, _: update(c), s, None,
+                                               length=n_updates))
     self.state = state
 
   def __call__(self):
@@ -160,56 +163,7 @@ class ScanLoop:
     return jax.block_until_ready(finished)
 
 
-class PythonLoop:
-  """`n_updates` calls of the jitted update from Python; one sync at the end."""
-
-  def __init__(self, update, state, n_updates):
-    self._run = compiler.jit(update)
-    self._n = n_updates
-    self.state = state
-
-  def __call__(self):
-    state, per_update = self.state, []
-    for _ in range(self._n):
-      state, finished = self._run(state)
-      per_update.append(finished)
-    self.state = state
-    return jax.block_until_ready(per_update)
-
-
 def seconds(loop):
   start = time.perf_counter()
   loop()
   return time.perf_counter() - start
-
-
-def measure_vmapped(args, init, update, steps_per_update, kind):
-  """The `kind` floor over args.seeds seeds in one jax.vmap; all seeds' steps count."""
-  # Each seed initialised on its own, then stacked (as rl.run --seeds does):
-  # under vmap the orthogonal initialiser becomes one batched QR, and on
-  # the CPU jaxlib spreads a batched QR over the same thread pool that runs
-  # it; two of them on a 2-thread pool wait on each other for ever (seen as
-  # a hang in block_until_ready, no CPU used).
-  one = compiler.jit(init)
-  states = jax.tree_util.tree_map(lambda *x: jnp.stack(x),
-                                  *[one(seed) for seed in range(args.seeds)])
-  loop_class = ScanLoop if kind == 'scan' else PythonLoop
-  loop = loop_class(jax.vmap(update), states, args.updates)
-  first = seconds(loop)
-  times = [seconds(loop) for _ in range(args.repeats)]
-  steady = statistics.median(times)
-  return dict(compile=first - steady, rate=args.seeds * args.updates * steps_per_update / steady,
-              spread=(args.seeds * args.updates * steps_per_update / max(times),
-                      args.seeds * args.updates * steps_per_update / min(times)))
-
-
-def learning_check(args, scan_loop, steps_per_update):
-  """Continues the scan floor to >= learn_steps; (steps, mean return in the last call)."""
-  per_call = args.updates * steps_per_update
-  calls_done = 1 + args.repeats  # warm-up + timed calls already made
-  finished = None
-  while finished is None or calls_done * per_call < args.learn_steps:
-    finished = scan_loop()
-    calls_done += 1
-  return_sum, episodes = (float(np.sum(x)) for x in finished)
-  return calls_done * per_call, (return_sum / episodes if episodes else float('nan')), episodes

@@ -136,6 +136,7 @@ class PreparedRun:
 
   def stopped_at(self):
     """(epoch in progress, n_epochs, epoch of the last checkpoint or None), for a Ctrl-C now."""
+    self.checkpointer.settle()  # a checkpoint still being written counts once written
     # The epoch in progress is the one after the last logged (at most the last).
     epoch = min(len(self.learner.history) + 1, self.run.n_epochs)
     return epoch, self.run.n_epochs, run_folder.last_checkpoint(self.checkpointer)
@@ -239,7 +240,8 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
 
   os.makedirs(output_dir, exist_ok=True)
   with run_folder.folder_lock(output_dir):
-    checkpointer = Checkpointer(os.path.join(output_dir, run_folder.CHECKPOINT_DIR))
+    checkpointer = Checkpointer(os.path.join(output_dir, run_folder.CHECKPOINT_DIR),
+                                background=True)
     checkpoint = checkpointer.restore_latest()
     restore(run, output_dir, checkpoint, full_config, allow_config_change, from_saved_config)
     log = run_folder.setup_logging(output_dir, log_prefix)
@@ -283,6 +285,7 @@ def train(prepared):
     if prepared.learner.epoch < run.n_epochs:
       mark_time('first_epoch_start')
     loop_lib.run(prepared.epoch_loop())
+    prepared.checkpointer.wait()  # the last checkpoint is on disk before the run says done
   except KeyboardInterrupt:
     raise prepared.interrupted() from None
   except NonFiniteLossError as e:

@@ -2,19 +2,18 @@
 
 Every key the runner makes starts here, so all use one generator, carried by
 the keys themselves rather than by a process-wide JAX setting: JAX's
-threefry-2x32 with its hash written out (rl.key_impl). Threefry draws each
-number from its own key alone, so a seed draws the same numbers alone and
-inside a `--seeds` batch (`jax.vmap`), and the same on every backend.
+threefry-2x32. Threefry draws each number from its own key alone, so a seed
+draws the same numbers alone and inside a `--seeds` batch (`jax.vmap`), and
+the same on every backend.
 """
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from rl import compiler
-from rl import key_impl
 from rl.errors import ConfigError
 
-IMPL = key_impl.IMPL
+IMPL = 'threefry2x32'
 
 
 @compiler.jit
@@ -69,6 +68,6 @@ def from_data(data, what='key'):
   if data.shape[-len(expected):] != expected or data.dtype != np.uint32:
     raise ConfigError(
         f'the checkpoint holds a {what} of shape {data.shape} and dtype {data.dtype}, not '
-        f"the {key_impl.NAME!r} keys this version of rl uses (shape {expected}, uint32): it was "
+        f"the {IMPL!r} keys this version of rl uses (shape {expected}, uint32): it was "
         'written by an older version; start the run in a new --output_dir.')
   return jax.random.wrap_key_data(jnp.asarray(data), impl=IMPL)

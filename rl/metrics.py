@@ -109,9 +109,10 @@ class MetricsWriter:
     that short epochs with many metrics would otherwise pay once per metric.
     TensorBoard reads several values in an event as it reads one.
     """
-    from tensorboardX import summary  # pylint: disable=import-outside-toplevel
     from tensorboardX.proto.summary_pb2 import Summary  # pylint: disable=import-outside-toplevel
-    merged = Summary(value=[value for tag, x in values for value in summary.scalar(tag, x).value])
+    # The values add_scalar makes (a float32 simple_value per tag), made
+    # directly: a tenth of the time of tensorboardX's summary.scalar.
+    merged = Summary(value=[Summary.Value(tag=tag, simple_value=float(x)) for tag, x in values])
     # The writer's own file writer: SummaryWriter has no public call for a
     # ready-made Summary (add_scalar builds one per tag and writes it here).
     self._writer(subfolder)._get_file_writer().add_summary(  # pylint: disable=protected-access

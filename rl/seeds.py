@@ -117,17 +117,29 @@ def train_together(runs):
       current = outputs[:2]
       # The next epoch, a function of this one's outputs only, starts on the
       # device while this one is booked on the host (the numbers are those of
-      # one epoch after the other); it is dropped if no seed needs it.
+      # one epoch after the other), unless a seed evaluates this epoch
+      # (rl.learner.look_ahead); it is dropped if no seed needs it.
       more = any(not loop.done and t.epoch + 1 < loop.n_epochs
                  for loop, t in zip(loops, trainers))
+      more = more and not any(not loop.done and t.evaluates(t.epoch + 1)
+                              for loop, t in zip(loops, trainers))
       pending = dispatch(current, 1) if more else None
-      host = jax.device_get(outputs)
-      for i, (run, loop) in enumerate(zip(runs, loops)):
+      # Each seed's metrics; its states only for an epoch whose booking reads
+      # them (an evaluation, a checkpoint, the last), read back once for all.
+      host, states = jax.device_get(outputs[2:]), None
+      for i, (run, loop, trainer) in enumerate(zip(runs, loops, trainers)):
         if loop.done:
           continue
-        mine = jax.tree_util.tree_map(lambda x, i=i: x[i], host)
+        mine = (None, None)
+        if loop.needs_state(trainer.epoch + 1):
+          states = jax.device_get(outputs[:2]) if states is None else states
+          mine = jax.tree_util.tree_map(lambda x, i=i: x[i], states)
+        mine += jax.tree_util.tree_map(lambda x, i=i: x[i], host)
         current_run = run
         loop.finish(run.learner.run_epoch(outputs=mine, started=start), start)
+    for run in runs:
+      current_run = run
+      run.checkpointer.wait()  # every seed's last checkpoint is on disk before the job says done
   except KeyboardInterrupt:
     stops = {os.path.basename(r.output_dir): r.stopped_at() for r in runs}
     raise Interrupted(interrupted_message(os.path.dirname(runs[0].output_dir), stops)) from None

@@ -1,8 +1,8 @@
 """A CartPole that holds its run midway until a test opens a gate (tests/test_sweep.py).
 
 A gin config with the line `import tests.sweep_gate` registers
-'rl_test/GatedCartPole-v1': CartPole-v1 whose `step` waits while its run folder
-holds a checkpoint and the file named by the env kwarg `gate` does not exist:
+'rl_test/GatedCartPole-v1': CartPole-v1 whose `step` waits once its run has saved a
+checkpoint, while the file named by the env kwarg `gate` does not exist:
 
   import tests.sweep_gate
   RLTask.env = 'rl_test/GatedCartPole-v1'
@@ -34,12 +34,32 @@ _POLL_S = 0.05
 _opened = set()
 
 
+# Saves made by this process. rl.run writes its checkpoints in the background
+# (rl.data.checkpoints), so a step's folder appears a little after its save
+# returns: the gate counts the save itself, and a run held at the gate
+# finishes writing meanwhile.
+_saves = []
+
+
+def _count_saves():
+  from rl.data import checkpoints  # pylint: disable=import-outside-toplevel
+  original = checkpoints.Checkpointer.save
+
+  def save(self, *args, **kwargs):
+    original(self, *args, **kwargs)
+    _saves.append(args[0] if args else kwargs['step'])
+  checkpoints.Checkpointer.save = save
+
+
+_count_saves()
+
+
 def _has_checkpoint(run_dir):
   """As rl.data.checkpoints' orbax sees it: a finished step folder is named by its number.
 
   Orbax writes a step into a temporary folder and renames it when complete,
-  and rl.run saves synchronously, so a numbered folder is a whole checkpoint.
-  Under a --seeds run's folder, a checkpoint of any of its seed_<n> folders counts.
+  so a numbered folder is a whole checkpoint. Under a --seeds run's folder, a
+  checkpoint of any of its seed_<n> folders counts.
   """
   try:
     names = os.listdir(run_dir)
@@ -65,7 +85,7 @@ def wait_at_gate(gate):
   if os.path.exists(gate):
     _opened.add(gate)
     return
-  if not _has_checkpoint(_run_dir()):
+  if not (_saves or _has_checkpoint(_run_dir())):
     return
   # Says that this process is held here, past everything its checkpoint did
   # (orbax may still be finishing a save when the step folder appears): a

@@ -7,6 +7,7 @@ under `ulimit -f`.
 """
 import contextlib
 import errno
+import logging
 import os
 import resource
 import subprocess
@@ -54,6 +55,26 @@ def test_a_failed_checkpoint_leaves_no_part_of_it_and_the_last_good_one_restores
   step, arrays, meta = Checkpointer(str(tmp_path / 'checkpoints')).restore_latest()
   assert step == 1 and meta['epoch'] == 1
   np.testing.assert_array_equal(arrays['w'], small['w'])
+
+
+def test_a_background_checkpoint_that_fails_is_reported_by_the_next_wait(tmp_path):
+  absl_level = logging.getLogger('absl').level  # quiet while orbax writes, then restored
+  checkpointer = Checkpointer(str(tmp_path / 'checkpoints'), background=True)
+  small = {'w': np.arange(10, dtype=np.float32)}
+  checkpointer.save(1, small, {'epoch': 1})
+  big = {'w': np.random.default_rng(0).random(1 << 18).astype(np.float32)}  # 1 MiB
+  with pytest.raises(WriteFailed) as failure, file_size_limit(64 << 10):
+    checkpointer.save(2, big, {'epoch': 2})  # returns while the write goes on...
+    big['w'][:] = 0  # ...from a copy: the caller's arrays are its own again
+    checkpointer.wait()
+  assert str(failure.value).startswith(
+      f"could not write checkpoint 2 to {tmp_path / 'checkpoints'}: {os.strerror(errno.EFBIG)};")
+  assert logging.getLogger('absl').level == absl_level
+  checkpointer.save(3, small, {'epoch': 3})
+  checkpointer.close()  # finishes the write of 3
+  assert sorted(os.listdir(tmp_path / 'checkpoints')) == ['1', '3']
+  step, arrays, meta = Checkpointer(str(tmp_path / 'checkpoints')).restore_latest()
+  assert step == 3 and meta['epoch'] == 3
 
 
 def test_a_failed_metrics_write_raises_write_failed_and_closes_quietly(tmp_path):

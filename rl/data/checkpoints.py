@@ -12,11 +12,14 @@ arrays of at most PACK_BYTES are written together as the bytes of one array,
 with their paths, dtypes, shapes and offsets in `meta`; bigger ones (frames of
 pixel observations) stay arrays of their own, so packing never copies much.
 
+With `background=True` (a run's own checkpoints) a save returns once its
+arrays are copied and orbax's write has started; the write goes on beside the
+next epochs and is finished (its failure raised) by the next save or `wait`.
+
 orbax is imported at the first save or restore of a folder that holds a
 checkpoint, not with this module: it takes a few tenths of a second to
 import, and a new run reaches its first epoch without it.
 """
-import contextlib
 import logging
 import os
 import shutil
@@ -72,12 +75,14 @@ def _restore_empties(tree, empties):
   return tree
 
 
-def _pack_small(tree, limit=None):
+def _pack_small(tree, limit=None, copy=False):
   """(tree without its arrays of at most `limit` bytes, packed index).
 
   The small arrays' bytes go, in walk order, into one uint8 array at
   tree[_PACKED]; the index lists [path, dtype, shape, byte offset] of each.
-  Dicts left empty are dropped (`_unpack_small` makes them again).
+  Dicts left empty are dropped (`_unpack_small` makes them again). With
+  `copy`, the arrays left in the tree are copies too, so the caller may
+  change its own while the tree is written.
   """
   limit = PACK_BYTES if limit is None else limit
   index, chunks, offset = [], [], 0
@@ -92,7 +97,7 @@ def _pack_small(tree, limit=None):
           out[k] = r
       return out or None
     if node.nbytes > limit:
-      return node
+      return np.array(node, copy=True) if copy else node
     data = np.ascontiguousarray(node).view(np.uint8).reshape(-1)
     index.append([path, node.dtype.str, list(node.shape), offset])
     chunks.append(data)
@@ -135,12 +140,15 @@ class Checkpointer:
   restore), and the folder is created by the first save.
   """
 
-  def __init__(self, directory, max_to_keep=3, read_only=False):
-    """read_only: never create, write or delete anything (rl.evaluate reads runs)."""
+  def __init__(self, directory, max_to_keep=3, read_only=False, background=False):
+    """read_only: never create, write or delete anything (rl.evaluate reads runs).
+    background: saves write in the background (module doc)."""
     # orbax wants absolute paths (a relative --output_dir is the common case).
     self._directory = os.path.abspath(directory)
     self._max_to_keep = max_to_keep
     self._read_only = read_only
+    self._background = background
+    self._in_flight = None  # (step, the absl logger's level) of a background write
     self._manager_ = None
 
   @property
@@ -150,10 +158,9 @@ class Checkpointer:
       options = ocp.CheckpointManagerOptions(
           max_to_keep=self._max_to_keep, create=not self._read_only,
           read_only=self._read_only,
-          # Synchronous: a checkpoint of these small states takes tens of ms,
-          # and a finished save() must mean the data is on disk before the next
-          # epoch mutates the buffers.
-          enable_async_checkpointing=False)
+          # A background save writes copies of the arrays (`save`), so the
+          # next epochs may change the run's own.
+          enable_async_checkpointing=self._background)
       self._manager_ = ocp.CheckpointManager(self._directory, options=options)
     return self._manager_
 
@@ -177,25 +184,57 @@ class Checkpointer:
     return sorted(self._manager.all_steps())
 
   def save(self, step, arrays, meta):
-    """Writes checkpoint `step`, or raises WriteFailed leaving no part of it on disk."""
+    """Writes checkpoint `step`, or raises WriteFailed leaving no part of it on disk.
+
+    In the background (module doc), the write of the save before is finished
+    first, and its failure is the WriteFailed raised. The arrays are copied;
+    `meta` is written as given, so the caller must not change it afterwards.
+    """
+    self.wait()
     ocp = _orbax()
     np_arrays, empties = _to_numpy_tree(arrays)
-    np_arrays, packed = _pack_small(np_arrays)
+    np_arrays, packed = _pack_small(np_arrays, copy=self._background)
     meta = dict(meta, **{_EMPTY: empties, _PACKED: packed})
+    # orbax logs a failed write at ERROR, with its traceback, from the thread
+    # that wrote; WriteFailed reports it in one line. The logger stays quiet
+    # until the write is finished.
+    logger = logging.getLogger('absl')
+    self._in_flight = (step, logger.level)
+    logger.setLevel(logging.CRITICAL)
     try:
-      # orbax logs a failed write at ERROR, with its traceback, from the
-      # thread that wrote; WriteFailed below reports it in one line.
-      with _quiet(logging.getLogger('absl')):
-        self._manager.save(step, args=ocp.args.Composite(
-            arrays=ocp.args.StandardSave(np_arrays), meta=ocp.args.JsonSave(meta)))
-        self._manager.wait_until_finished()
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM mid-save (rl.termination)
-      self._remove_unfinished(step)
-      raise
-    except Exception as e:  # pylint: disable=broad-except
-      self._remove_unfinished(step)
-      raise WriteFailed(f'checkpoint {step} to {self._directory}',
-                        write_failure_reason(e)) from None
+      self._manager.save(step, args=ocp.args.Composite(
+          arrays=ocp.args.StandardSave(np_arrays), meta=ocp.args.JsonSave(meta)))
+    except BaseException as e:  # pylint: disable=broad-except
+      (_, level), self._in_flight = self._in_flight, None
+      logger.setLevel(level)
+      self._failed(step, e)
+    if not self._background:
+      self.wait()
+
+  def wait(self):
+    """Finishes the checkpoint being written, if any; WriteFailed (its folder removed) if it
+    failed."""
+    if self._in_flight is None:
+      return
+    (step, level), self._in_flight = self._in_flight, None
+    self._finish(step, level)
+
+  def _finish(self, step, level):
+    try:
+      self._manager.wait_until_finished()
+    except BaseException as e:  # pylint: disable=broad-except
+      self._failed(step, e)
+    finally:
+      logging.getLogger('absl').setLevel(level)
+
+  def _failed(self, step, error):
+    """Removes what the failed save of `step` left, then raises: a Ctrl-C or SIGTERM
+    (rl.termination) as it came, anything else as WriteFailed."""
+    self._remove_unfinished(step)
+    if not isinstance(error, Exception):
+      raise error
+    raise WriteFailed(f'checkpoint {step} to {self._directory}',
+                      write_failure_reason(error)) from None
 
   def _remove_unfinished(self, step):
     """Deletes what a failed save of `step` left: orbax's temporary folder of it.
@@ -237,19 +276,21 @@ class Checkpointer:
       return step, arrays, meta
     return None
 
+  def settle(self):
+    """Finishes a write in progress, failed or not (its failure is dropped: a run reports
+    it with `wait`, unless it is stopping anyway)."""
+    try:
+      self.wait()
+    except WriteFailed:
+      pass
+
   def close(self):
-    if self._manager_ is not None:
-      self._manager_.close()
-
-
-@contextlib.contextmanager
-def _quiet(logger):
-  level = logger.level
-  logger.setLevel(logging.CRITICAL)
-  try:
-    yield
-  finally:
-    logger.setLevel(level)
+    """Settles a write in progress and releases orbax."""
+    try:
+      self.settle()
+    finally:
+      if self._manager_ is not None:
+        self._manager_.close()
 
 
 def _numpy_dicts(tree):

@@ -71,6 +71,7 @@ class JaxTask:
     _, env_key = keys.seed_and_folded(self.seed, 3)
     self.carry = TaskCarry(self._reset(env_key), None)
     self._play = {}
+    self._play_compiled = set()  # the keys of _play whose programs are compiled
 
   @functools.cached_property
   def _reset(self):
@@ -112,6 +113,7 @@ class JaxTask:
   def share_programs(self, other):
     """Plays evaluations with `other`'s compiled functions (a task of the same config)."""
     self._play = other._play
+    self._play_compiled = other._play_compiled
 
   def evaluate(self, policy, n_episodes, reset_seed, video_path=None):
     """Returns of `n_episodes` episodes played inside one compiled call.
@@ -123,6 +125,20 @@ class JaxTask:
     if video_path is not None:
       raise ConfigError(f'{self.env_name} is a JAX-native env, which renders no frames; '
                         'evaluate it without --video.')
+    returns = self._play_program(policy, n_episodes)(
+        policy.params, policy.state, keys.seed_key(int(reset_seed)), policy.sample_args)
+    return np.asarray(returns, np.float64)
+
+  def compile_evaluation(self, policy, n_episodes):
+    """Compiles the program `evaluate(policy, n_episodes, ...)` plays, without playing it."""
+    play = self._play_program(policy, n_episodes)
+    if (policy.pure, n_episodes) not in self._play_compiled:
+      # jax.jit keeps the executable, so the first evaluation calls it as compiled.
+      play.lower(policy.params, policy.state, keys.seed_key(0), policy.sample_args).compile()
+      self._play_compiled.add((policy.pure, n_episodes))
+
+  def _play_program(self, policy, n_episodes):
+    """The jitted play loop of `policy`'s acting function, made once per (function, episodes)."""
     play = self._play.get((policy.pure, n_episodes))
     if play is None:
       play = compiler.jit(functools.partial(
@@ -130,9 +146,7 @@ class JaxTask:
           self.observation_space.dtype, policy.pure, n_episodes=n_episodes,
           max_steps=self._episode_cap))
       self._play[(policy.pure, n_episodes)] = play
-    returns = play(policy.params, policy.state, keys.seed_key(int(reset_seed)),
-                   policy.sample_args)
-    return np.asarray(returns, np.float64)
+    return play
 
   def state_dict(self):
     """Arrays (the envs' state, observations, running returns, key; the replay) and counters."""

@@ -31,9 +31,12 @@ import optax
 
 
 # A chunk's batches are gathered ahead, all steps at once, when their rows
-# take at most this many bytes (CartPole's DQN epoch: 1.3 MB); above it
-# (stacked Atari frames: 100 MB and more) each step gathers its own.
-GATHER_AHEAD_BYTES = 64 * 2**20
+# take at most this many bytes (CartPole's DQN epoch: 1.3 MB); above it (MinAtar
+# observations: 13 MB an epoch; stacked Atari frames: 100 MB and more) each
+# step gathers its own. Under `--seeds` (jax.vmap) a large gathered-ahead
+# array is also transposed and copied whole every epoch, which makes a batch of
+# seeds slower than one seed (docs/performance.md).
+GATHER_AHEAD_BYTES = 4 * 2**20
 
 
 class DeviceBatches(NamedTuple):

@@ -65,6 +65,9 @@ class Learner:
     # JAX-native epoch run for several seeds at once (rl.seeds) compiles before
     # its learners' run_epoch.
     self.phase = 'compiling'
+    # perf_counter time the next JAX-native epoch is timed from: the end of
+    # the previous one's training and evaluation in this process (None: none).
+    self._timed_from = None
     # The collection key is the seed's; the training key draws the training
     # batches (and any sampling inside the losses' inputs).
     seed_key, self.train_key = keys.seed_and_folded(task.seed, 2)
@@ -117,7 +120,8 @@ class Learner:
         'train_key': keys.to_data(self.train_key),
         'extra': self.extra,
     }
-    meta = {'epoch': self.epoch, 'history': self.history, 'task': task_meta}
+    # A list of its own: a checkpoint written in the background reads it later.
+    meta = {'epoch': self.epoch, 'history': list(self.history), 'task': task_meta}
     return arrays, meta
 
   def load_state_dict(self, arrays, meta):
@@ -203,6 +207,26 @@ class Learner:
                                   temperature,
                                   self.algorithm.sampling_args(temperature, self.epoch))
 
+  def evaluates(self, epoch):
+    """Whether epoch number `epoch` ends with an evaluation (every eval_every, and the last)."""
+    options = self.options
+    return bool(options.n_eval_episodes) and (epoch % options.eval_every == 0
+                                              or epoch == self.last_epoch)
+
+  def compile_evaluation(self):
+    """Compiles the evaluation programs of a JAX-native task without playing them.
+
+    Called in the process's first epoch, so that `time_compile` holds every
+    program the run compiles and the first evaluation's time is playing only.
+    """
+    if not (self.task.jax_native and self.options.n_eval_episodes):
+      return
+    self.phase = 'compiling the evaluation'
+    for temperature in self.options.eval_temperatures:
+      _, key = keys.seed_and_folded(self.task.seed, 0)
+      self.task.compile_evaluation(self.eval_policy(temperature, key),
+                                   self.options.n_eval_episodes)
+
   def evaluate(self, epoch=None, n_episodes=None):
     """Mean eval return per eval temperature, keyed as in metrics.jsonl."""
     return {metrics_lib.eval_key(t): float(np.mean(self.episode_returns(t, epoch, n_episodes)))
@@ -268,17 +292,21 @@ class Learner:
     """Steps per env of a JAX-native epoch (`jax_epoch`'s static n_steps)."""
     return self.options.n_interactions // self.task.n_envs
 
-  def collect_and_train(self, outputs=None, start=None):
+  def collect_and_train(self, outputs=None, start=None, dispatch_next=True):
     """One epoch on JAX-native envs: one compiled call, then host bookkeeping.
 
     outputs: `jax_epoch`'s outputs for this learner if already computed, by a
-    call that began at `start` (perf_counter). Returns (collection stats,
-    training metrics) as `collect` and `train_epoch` do on the host.
+    call that began at `start` (perf_counter); their states may be None
+    (rl.seeds hands a learner its state only for the epochs that read it).
+    dispatch_next: start the next epoch before reading this one
+    (rl.learner.look_ahead). Returns (collection stats, training metrics) as
+    `collect` and `train_epoch` do on the host.
     """
     start = time.perf_counter() if start is None else start
     if outputs is None:
-      outputs = self.look_ahead.outputs()  # which moves the learner to the epoch's state
-    else:
+      # Which moves the learner to the epoch's state.
+      outputs = self.look_ahead.outputs(dispatch_next)
+    elif outputs[0] is not None:
       self.train_state, self.task.carry = outputs[0], outputs[1]
     _, _, results, extra, (returns, ended), n_segments = outputs
     results, extra, returns, ended, n_segments = jax.device_get(
@@ -301,11 +329,17 @@ class Learner:
     self.epoch += 1
     start = time.perf_counter() if started is None else started
     options = self.options
+    due = self.evaluates(self.epoch)
     if self.task.jax_native:
       # Collection and training are one compiled call, timed as training.
+      # With the look-ahead, an epoch's program runs while the host books the
+      # one before, so it is timed from the end of that one's training and
+      # evaluation: the run's throughput, whatever overlapped.
+      if self._timed_from is not None:
+        start = min(start, self._timed_from)
       collected = start
       self.phase = 'collecting and training (one program)'
-      stats, train_metrics = self.collect_and_train(outputs, start)
+      stats, train_metrics = self.collect_and_train(outputs, start, dispatch_next=not due)
     else:
       self.phase = 'collecting'
       stats = self.collect(epoch_id=self.epoch)
@@ -313,10 +347,13 @@ class Learner:
       self.phase = 'training'
       train_metrics = {} if options.only_eval else self.train_epoch()
     trained = time.perf_counter()
-    due = self.epoch % options.eval_every == 0 or self.epoch == self.last_epoch
+    if self._timed_from is None:
+      self.compile_evaluation()  # the process's first epoch compiles every program
+    compiled = time.perf_counter()
     self.phase = 'evaluating'
-    eval_metrics = self.evaluate() if options.n_eval_episodes and due else {}
+    eval_metrics = self.evaluate() if due else {}
     evaluated = time.perf_counter()
+    self._timed_from = evaluated
     returns = stats['episode_returns']
     return {
         'epoch': self.epoch,
@@ -327,7 +364,7 @@ class Learner:
         **train_metrics,
         'time_collect': collected - start,
         'time_train': trained - collected,
-        'time_eval': evaluated - trained,
+        'time_eval': evaluated - compiled,
         'env_steps_per_second': stats['env_steps'] / max((collected - start) or
                                                          (trained - start), 1e-9),
     }

@@ -2,8 +2,12 @@
 
 JAX runs a compiled call asynchronously, so the next epoch (a pure function of
 this one's outputs and the epoch number) can start on the device while the
-host reads this one's metrics, evaluates, logs and checkpoints, instead of the
-two taking turns. The numbers are those of calling the epochs one by one.
+host reads this one's metrics, logs and checkpoints, instead of the two taking
+turns. The numbers are those of calling the epochs one by one.
+
+An epoch that evaluates dispatches nothing ahead: its evaluation is a program
+on the same device, which the next epoch would only queue behind, and an
+epoch computed during another's evaluation would be timed as free.
 """
 from typing import NamedTuple
 
@@ -45,8 +49,8 @@ class LookAhead:
     learner = self._learner
     return jax.tree_util.tree_leaves((learner.train_state, learner.task.carry))
 
-  def outputs(self):
-    """This epoch's `jax_epoch` outputs, with the next epoch already dispatched.
+  def outputs(self, dispatch_next=True):
+    """This epoch's `jax_epoch` outputs, with the next epoch already dispatched if `dispatch_next`.
 
     The epoch dispatched ahead is used only if the state it started from is
     still the learner's (the same arrays: nothing restored or replaced it
@@ -62,6 +66,6 @@ class LookAhead:
     # The learner moves to this epoch's state before the next call starts, so
     # the previous epoch's arrays are freed rather than held alongside two others.
     learner.train_state, learner.task.carry = outputs[0], outputs[1]
-    if learner.last_epoch is not None and learner.epoch < learner.last_epoch:
+    if dispatch_next and learner.last_epoch is not None and learner.epoch < learner.last_epoch:
       self.pending = _Ahead(learner.epoch + 1, self._inputs(), self._dispatch(learner.epoch + 1))
     return outputs

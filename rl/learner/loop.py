@@ -49,6 +49,12 @@ class EpochLoop:
     history = learner.history
     self.done = learner.epoch >= n_epochs or bool(history and self._reached(history[-1]))
 
+  def needs_state(self, epoch):
+    """Whether booking epoch `epoch` reads the learner's state: it evaluates, checkpoints or
+    ends the run (rl.seeds hands each seed its state only then)."""
+    return (self.learner.evaluates(epoch) or epoch >= self.n_epochs
+            or (self._checkpoint_fn is not None and epoch % self._checkpoint_every == 0))
+
   def _reached(self, record):
     value = record.get('eval_return')
     return (self._stop_at_return is not None and value is not None

@@ -1,0 +1,73 @@
+"""JAX-native epochs: what each epoch dispatches ahead, and which epoch compiles what."""
+import contextlib
+
+import gin
+import jax
+import pytest
+
+from rl.envs.task import RLTask
+from rl.algorithms import PPO
+
+pytest.importorskip('gymnax')
+
+CARTPOLE = 'gymnax:CartPole-v1'
+TINY_PPO = dict(n_interactions_per_epoch=32, value_train_steps_per_epoch=2,
+                policy_train_steps_per_epoch=2, value_batch_size=16, policy_batch_size=16,
+                added_policy_slice_length=4, n_eval_episodes=2, eval_every=2)
+BACKEND_COMPILE = '/jax/core/compile/backend_compile_duration'
+
+
+@pytest.fixture(autouse=True)
+def clean_gin():
+  gin.clear_config()
+  gin.parse_config(['MLP.layer_widths = (8,)'])
+  yield
+  gin.clear_config()
+
+
+def trainer(seed, last_epoch):
+  made = PPO(RLTask(env=CARTPOLE, n_envs=4, seed=seed), **TINY_PPO)
+  made.learner.last_epoch = last_epoch  # as the epoch loop sets it
+  return made
+
+
+@contextlib.contextmanager
+def compilations():
+  """The names of the XLA compilations made inside the block (a list, filled as they happen)."""
+  made = []
+
+  def listen(event, seconds, **kwargs):
+    del seconds, kwargs
+    if event == BACKEND_COMPILE:
+      made.append(event)
+  jax.monitoring.register_event_duration_secs_listener(listen)
+  try:
+    yield made
+  finally:
+    jax.monitoring.unregister_event_duration_listener(listen)
+
+
+def test_an_evaluating_epoch_dispatches_nothing_ahead():
+  learner = trainer(seed=5, last_epoch=6).learner
+  pending = []
+  for _ in range(5):
+    record = learner.run_epoch()
+    ahead = learner.look_ahead.pending
+    pending.append((record['epoch'], 'eval_return' in record, ahead and ahead.epoch))
+  # Epochs 2 and 4 evaluate: the device plays their evaluation before the
+  # next epoch starts, so that the next epoch's time is its own.
+  assert pending == [(1, False, 2), (2, True, None), (3, False, 4), (4, True, None),
+                     (5, False, 6)]
+
+
+def test_the_first_epoch_compiles_the_evaluation_program_too():
+  learner = trainer(seed=6, last_epoch=4).learner
+  with compilations() as first:
+    first_record = learner.run_epoch()
+  with compilations() as evaluating:
+    record = learner.run_epoch()
+  assert 'eval_return' not in first_record and 'eval_return' in record
+  assert first  # the epoch's program and the evaluation's
+  # Epoch 2 plays its evaluation with the program the first epoch compiled,
+  # so its time_eval is playing only and time_compile counted the rest.
+  assert evaluating == []
