@@ -148,7 +148,7 @@ class Checkpointer:
     self._max_to_keep = max_to_keep
     self._read_only = read_only
     self._background = background
-    self._in_flight = None  # (step, the absl logger's level) of a background write
+    self._in_flight = None  # the step being written, if any
     self._manager_ = None
 
   @property
@@ -195,18 +195,14 @@ class Checkpointer:
     np_arrays, empties = _to_numpy_tree(arrays)
     np_arrays, packed = _pack_small(np_arrays, copy=self._background)
     meta = dict(meta, **{_EMPTY: empties, _PACKED: packed})
-    # orbax logs a failed write at ERROR, with its traceback, from the thread
-    # that wrote; WriteFailed reports it in one line. The logger stays quiet
-    # until the write is finished.
-    logger = logging.getLogger('absl')
-    self._in_flight = (step, logger.level)
-    logger.setLevel(logging.CRITICAL)
+    self._in_flight = step
+    _quiet_absl(True)
     try:
       self._manager.save(step, args=ocp.args.Composite(
           arrays=ocp.args.StandardSave(np_arrays), meta=ocp.args.JsonSave(meta)))
     except BaseException as e:  # pylint: disable=broad-except
-      (_, level), self._in_flight = self._in_flight, None
-      logger.setLevel(level)
+      self._in_flight = None
+      _quiet_absl(False)
       self._failed(step, e)
     if not self._background:
       self.wait()
@@ -216,16 +212,13 @@ class Checkpointer:
     failed."""
     if self._in_flight is None:
       return
-    (step, level), self._in_flight = self._in_flight, None
-    self._finish(step, level)
-
-  def _finish(self, step, level):
+    step, self._in_flight = self._in_flight, None
     try:
       self._manager.wait_until_finished()
     except BaseException as e:  # pylint: disable=broad-except
       self._failed(step, e)
     finally:
-      logging.getLogger('absl').setLevel(level)
+      _quiet_absl(False)
 
   def _failed(self, step, error):
     """Removes what the failed save of `step` left, then raises: a Ctrl-C or SIGTERM
@@ -291,6 +284,25 @@ class Checkpointer:
     finally:
       if self._manager_ is not None:
         self._manager_.close()
+
+
+# orbax logs a failed write at ERROR, with its traceback, from the thread that
+# wrote; WriteFailed reports it in one line. absl's logger is quiet while any
+# checkpoint of this process is being written (a --seeds job writes several).
+_writes_in_flight = [0, None]  # [count, absl's level before the first]
+
+
+def _quiet_absl(starting):
+  logger = logging.getLogger('absl')
+  if starting:
+    if not _writes_in_flight[0]:
+      _writes_in_flight[1] = logger.level
+      logger.setLevel(logging.CRITICAL)
+    _writes_in_flight[0] += 1
+  else:
+    _writes_in_flight[0] -= 1
+    if not _writes_in_flight[0]:
+      logger.setLevel(_writes_in_flight[1])
 
 
 def _numpy_dicts(tree):
