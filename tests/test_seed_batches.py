@@ -32,8 +32,9 @@ def recorded(monkeypatch):
   rollouts, initial = [], {}
   rollout = jax_task.JaxTask.rollout
 
-  def recording_rollout(self, act_fn, policy_params, acting, carry, sample_args, n_steps):
-    out = rollout(self, act_fn, policy_params, acting, carry, sample_args, n_steps)
+  def recording_rollout(self, act_fn, noise_fn, policy_params, acting, carry, sample_args,
+                        n_steps):
+    out = rollout(self, act_fn, noise_fn, policy_params, acting, carry, sample_args, n_steps)
     # Under vmap the callback runs once per seed, in no set order: the key tells them apart.
     jax.debug.callback(lambda key, actions: rollouts.append((np.asarray(key), np.asarray(actions))),
                        jax.random.key_data(acting.key), out[2].action)

@@ -154,24 +154,45 @@ def _clip_fn(action_space):
   return lambda a: jnp.clip(a, low, high)
 
 
-def rollout(env, params, action_space, act_fn, policy_params, acting, carry, sample_args,
-            n_steps):
+def key_chain(key, n):
+  """What `n` successive `key, sub = jax.random.split(key)` give: (the last key, subs [n]); pure."""
+  def split(key, _):
+    key, sub = jax.random.split(key)
+    return key, sub
+  return jax.lax.scan(split, key, None, length=n)
+
+
+def rollout(env, params, action_space, act_fn, noise_fn, policy_params, acting, carry,
+            sample_args, n_steps):
   """`n_steps` steps of every env, acting with `act_fn` (pure): (acting, carry, Rollout).
 
-  act_fn(policy_params, acting, obs, sample_args) -> (actions, dist_inputs,
-  acting) is the trainer's acting function (rl.learner.acting.act with its
-  temperature and normaliser update bound).
+  act_fn(policy_params, acting, obs, sample_args, noise=...) -> (actions,
+  dist_inputs, acting) is the trainer's acting function (rl.learner.acting.act
+  with its temperature and normaliser update bound); noise_fn(key,
+  batch_shape) draws the randomness of one of its samples (the distribution's
+  `noise`).
+
+  Every step's keys (the acting key's and the envs') are split, and its
+  sampling noise drawn, before the step loop: the same keys and actions as
+  splitting and drawing step by step. A step then holds no key arithmetic
+  beside the network and the env, which XLA would run on a second thread;
+  on CPU those hand-overs cost more than the arithmetic (docs/performance.md).
   """
   clip = _clip_fn(action_space)
   n_envs = carry.obs.shape[0]
   step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+  acting_key, sample_keys = key_chain(acting.key, n_steps)
+  noise = jax.vmap(lambda k: noise_fn(k, (n_envs,)))(sample_keys)
+  env_key, step_keys = key_chain(carry.key, n_steps)
+  env_keys = jax.vmap(lambda k: jax.random.split(k, n_envs))(step_keys)
 
-  def one_step(loop, _):
+  def one_step(loop, drawn):
     acting, carry = loop
-    actions, dist_inputs, acting = act_fn(policy_params, acting, carry.obs, sample_args)
-    key, step_key = jax.random.split(carry.key)
+    noise, step_keys = drawn
+    actions, dist_inputs, acting = act_fn(policy_params, acting, carry.obs, sample_args,
+                                          noise=noise)
     obs, state, reward, terminated, truncated, info = step(
-        jax.random.split(step_key, n_envs), carry.state, clip(actions), params)
+        step_keys, carry.state, clip(actions), params)
     reward = reward.astype(jnp.float32)
     ended = terminated | truncated
     episode_return = carry.episode_return + reward
@@ -179,11 +200,12 @@ def rollout(env, params, action_space, act_fn, policy_params, acting, carry, sam
                      info['final_observation'].astype(carry.obs.dtype),
                      jnp.where(ended, episode_return, 0.0))
     carry = EnvCarry(state, obs.astype(carry.obs.dtype),
-                     jnp.where(ended, 0.0, episode_return), key)
+                     jnp.where(ended, 0.0, episode_return), carry.key)
     return (acting, carry), record
 
-  (acting, carry), record = jax.lax.scan(one_step, (acting, carry), None, length=n_steps)
-  return acting, carry, record
+  (acting, carry), record = jax.lax.scan(one_step, (acting, carry), (noise, env_keys),
+                                         length=n_steps)
+  return acting._replace(key=acting_key), carry._replace(key=env_key), record
 
 
 def rollout_capacity(n_steps, n_envs):

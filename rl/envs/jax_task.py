@@ -188,11 +188,11 @@ class JaxTask:
 
   # -- what the trainer traces into its epoch -----------------------------------------
 
-  def rollout(self, act_fn, policy_params, acting, carry, sample_args, n_steps):
+  def rollout(self, act_fn, noise_fn, policy_params, acting, carry, sample_args, n_steps):
     """jax_envs.rollout on this task's envs (pure): (acting, TaskCarry, Rollout)."""
     acting, envs, rollout = jax_envs.rollout(self._env, self._params, self.action_space, act_fn,
-                                             policy_params, acting, carry.envs, sample_args,
-                                             n_steps)
+                                             noise_fn, policy_params, acting, carry.envs,
+                                             sample_args, n_steps)
     return acting, carry._replace(envs=envs), rollout
 
   def epoch_slices(self, carry, rollout):

@@ -18,7 +18,7 @@ class Acting(NamedTuple):
 
 
 def act(apply_fn, dist, output_fn, params, acting_state, obs, sample_args, temperature,
-        update):
+        update, noise=None):
   """One batched action: (actions, dist_inputs, acting_state); pure.
 
   Args:
@@ -30,6 +30,9 @@ def act(apply_fn, dist, output_fn, params, acting_state, obs, sample_args, tempe
     sample_args: extra traced arguments of `dist.sample` (e.g. epsilon).
     temperature: sampling temperature (0: greedy).
     update: fold `obs` into the normaliser statistics (training collection).
+    noise: the sample's randomness (`dist.noise`), when the caller drew it
+      already from a key split off the acting key (rl.envs.gymnax_envs.rollout);
+      the state's key is then returned as it came. None: a key is split off here.
   """
   model_state = acting_state.model_state
   variables = {'params': params, **model_state}
@@ -40,8 +43,12 @@ def act(apply_fn, dist, output_fn, params, acting_state, obs, sample_args, tempe
   else:
     out = apply_fn(variables, obs[:, None])
   dist_inputs = output_fn(out)[:, -1]
-  key, sample_key = jax.random.split(acting_state.key)
-  actions = dist.sample(dist_inputs, sample_key, temperature, *sample_args)
+  key = acting_state.key
+  if noise is None:
+    key, sample_key = jax.random.split(key)
+    actions = dist.sample(dist_inputs, sample_key, temperature, *sample_args)
+  else:
+    actions = dist.sample_given(dist_inputs, noise, temperature, *sample_args)
   return actions, dist_inputs, ActingState(key, model_state)
 
 

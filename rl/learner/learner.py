@@ -271,8 +271,8 @@ class Learner:
     """
     act_fn = functools.partial(self.actor.pure, temperature=1.0, update=True)
     acting, carry, rollout = self.task.rollout(
-        act_fn, state.nets[self.acting_name]['params'], state.acting, carry, sample_args,
-        n_steps)
+        act_fn, self.actor.dist.noise, state.nets[self.acting_name]['params'], state.acting,
+        carry, sample_args, n_steps)
     carry, newest, replay, n_segments = self.task.epoch_slices(carry, rollout)
     state, results, extra = self.algorithm.update(
         state._replace(acting=acting), self.algorithm.rollout_data(newest, replay, epoch))

@@ -97,6 +97,22 @@ class _Distribution:
       return self.mode(dist_inputs)
     return self._sample(dist_inputs, key, float(temperature))
 
+  def sample_given(self, dist_inputs, noise, temperature=1.0):
+    """`sample` with its randomness drawn already: `noise` is `self.noise(key,
+    batch_shape)` for the key `sample` would take, and the actions are the same.
+
+    A rollout draws every step's noise before its step loop (one vectorised
+    draw instead of one per step: rl.envs.gymnax_envs.rollout).
+    """
+    if _check_temperature(temperature):
+      return self.mode(dist_inputs)
+    return self._sample_given(dist_inputs, noise, float(temperature))
+
+  @functools.partial(jax.jit, static_argnums=(0, 3))
+  def _sample(self, dist_inputs, key, temperature):
+    noise = self.noise(key, jnp.shape(dist_inputs)[:-1])
+    return self._sample_given(dist_inputs, noise, temperature)
+
 
 class Categorical(_Distribution):
   """Independent categorical components over `n_categories`, logits as inputs."""
@@ -124,10 +140,15 @@ class Categorical(_Distribution):
   def mode(self, dist_inputs):
     return jnp.argmax(self._logits(dist_inputs), axis=-1).astype(jnp.int32)
 
-  @functools.partial(jax.jit, static_argnums=(0, 3))
-  def _sample(self, dist_inputs, key, temperature):
+  def noise(self, key, batch_shape):
+    """The Gumbel noise of one sample, [*batch_shape, *shape, n_categories]."""
+    return jax.random.gumbel(key, tuple(batch_shape) + self.shape + (self.n_categories,),
+                             jnp.float32)
+
+  def _sample_given(self, dist_inputs, noise, temperature):
+    # The Gumbel-max draw, as jax.random.categorical makes it from the same key.
     logits = self._logits(dist_inputs)
-    return jax.random.categorical(key, logits / temperature, axis=-1).astype(jnp.int32)
+    return jnp.argmax(noise + logits / temperature, axis=-1).astype(jnp.int32)
 
   @_jit_method
   def log_prob(self, dist_inputs, actions):
@@ -229,10 +250,12 @@ class Gaussian(_Distribution):
   def mode(self, dist_inputs):
     return self._split(dist_inputs)[0].astype(jnp.float32)
 
-  @functools.partial(jax.jit, static_argnums=(0, 3))
-  def _sample(self, dist_inputs, key, temperature):
+  def noise(self, key, batch_shape):
+    """The standard normal noise of one sample, [*batch_shape, *shape]."""
+    return jax.random.normal(key, tuple(batch_shape) + self.shape, jnp.float32)
+
+  def _sample_given(self, dist_inputs, noise, temperature):
     means, stds = self._split(dist_inputs)
-    noise = jax.random.normal(key, means.shape, dtype=means.dtype)
     return (means + temperature * stds * noise).astype(jnp.float32)
 
   @_jit_method

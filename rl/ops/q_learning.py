@@ -78,10 +78,20 @@ def q_regression_loss(q_values, actions, targets, mask, smooth=True):
 def epsilon_greedy(q_values, key, epsilon, n_actions):
   """argmax Q, replaced with probability epsilon by a uniformly random action."""
   greedy = jnp.argmax(q_values, axis=-1).astype(jnp.int32)
+  return _explore(greedy, epsilon_noise(key, greedy.shape, n_actions), epsilon)
+
+
+def epsilon_noise(key, shape, n_actions):
+  """What an epsilon-greedy draw of `shape` actions takes from `key`: (uniform draws in
+  [0, 1) that decide which actions explore, the random actions)."""
   explore_key, action_key = jax.random.split(key)
-  explore = jax.random.uniform(explore_key, greedy.shape) < epsilon
-  random_actions = jax.random.randint(action_key, greedy.shape, 0, n_actions, jnp.int32)
-  return jnp.where(explore, random_actions, greedy)
+  return (jax.random.uniform(explore_key, shape),
+          jax.random.randint(action_key, shape, 0, n_actions, jnp.int32))
+
+
+def _explore(greedy, noise, epsilon):
+  uniform, random_actions = noise
+  return jnp.where(uniform < epsilon, random_actions, greedy)
 
 
 class EpsilonGreedy:
@@ -99,3 +109,14 @@ class EpsilonGreedy:
     if temperature == 0:
       return jnp.argmax(q_values, axis=-1).astype(jnp.int32)
     return epsilon_greedy(q_values, key, epsilon, self.n_inputs)
+
+  def noise(self, key, batch_shape):
+    """The randomness of one epsilon-greedy draw (`epsilon_noise`)."""
+    return epsilon_noise(key, tuple(batch_shape), self.n_inputs)
+
+  def sample_given(self, q_values, noise, temperature, epsilon=0.0):
+    """`sample` with `noise` = self.noise(key, batch_shape) drawn already: the same actions."""
+    greedy = jnp.argmax(q_values, axis=-1).astype(jnp.int32)
+    if temperature == 0:
+      return greedy
+    return _explore(greedy, noise, epsilon)
