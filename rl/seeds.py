@@ -5,10 +5,10 @@ seed (its own folder, checkpoints, metrics and log; rl.experiment.prepared_run).
 JAX-native envs every seed's whole epoch (collection, advantages, gradient
 steps) is the same pure function of that seed's state (RLTrainer.jax_epoch),
 so `train_together` stacks the seeds' states and runs that function under
-`jax.vmap`: one call per epoch for all of them. Each seed then books its
-epoch as a lone run would (evaluation, metrics, checkpoints, the stop at a
-target return), which is why each seed's folder resumes and reads like any
-other run's. A seed that stops early (its target reached) rides along in the
+`jax.vmap`: one call per epoch for all of them, and likewise one call per
+evaluation (`evaluate_together`). Each seed then books its epoch as a lone
+run would (metrics, checkpoints, the stop at a target return), which is why
+each seed's folder resumes and reads like any other run's. A seed that stops early (its target reached) rides along in the
 batch, its results dropped, until the others are done: the batch keeps its
 shape and so its compiled program.
 """
@@ -16,13 +16,16 @@ import os
 import time
 
 import jax
+import numpy as np
 
 from rl import compiler
+from rl import metrics as metrics_lib
 from rl.envs.task import MAX_SEED
 from rl.errors import ConfigError
 from rl.errors import Interrupted
 from rl.errors import NonFiniteLossError
 from rl.errors import WriteFailed
+from rl.learner.state import ActingState
 
 # The most seeds one --seeds run takes. On JAX-native envs they all train in
 # one batch, their states side by side in device memory; on gymnasium envs
@@ -85,6 +88,51 @@ def _stack(trees):
   return jax.tree_util.tree_map(lambda *leaves: jax.numpy.stack(leaves), *trees)
 
 
+def _evaluation_inputs(trainers, state, temperature):
+  """(acting function, params, acting states, reset seeds, sample_args) of every seed's
+  evaluation after its next epoch at `temperature`, stacked along the seeds; `state` is the
+  batch's stacked TrainState."""
+  lead = trainers[0]
+  epochs = [t.epoch + 1 for t in trainers]
+  acting = ActingState(_stack([t.eval_key(temperature, e) for t, e in zip(trainers, epochs)]),
+                       state.acting.model_state)
+  sample_args = _stack([t.algorithm.sampling_args(temperature, e)
+                        for t, e in zip(trainers, epochs)])
+  return (lead.actor.eval_pure(temperature), state.nets[lead.acting_name]['params'], acting,
+          [t.eval_seed(e) for t, e in zip(trainers, epochs)], sample_args)
+
+
+def compile_evaluation(trainers, state):
+  """Compiles the batch's evaluation programs (one per temperature) without playing them."""
+  lead = trainers[0]
+  for temperature in lead.options.eval_temperatures:
+    pure, params, acting, _, sample_args = _evaluation_inputs(trainers, state, temperature)
+    lead.task.compile_evaluation_seeds(pure, params, acting, sample_args,
+                                       lead.options.n_eval_episodes)
+
+
+def evaluate_together(trainers, state, which):
+  """The evaluation after the next epoch of the seeds `which` (indices), played for every
+  seed of the batch in one vmapped call per temperature.
+
+  Returns {i: (eval metrics, the evaluation's seconds, seed i's share of them)}, what
+  Learner.run_epoch takes as `evaluation`. A seed's returns are those it plays alone: the
+  same parameters, keys and reset seeds, in a vmapped copy of the same loop.
+  """
+  start = time.perf_counter()
+  lead = trainers[0]
+  metrics = {i: {} for i in which}
+  for temperature in lead.options.eval_temperatures:
+    pure, params, acting, reset_seeds, sample_args = _evaluation_inputs(trainers, state,
+                                                                        temperature)
+    returns = lead.task.evaluate_seeds(pure, params, acting, reset_seeds, sample_args,
+                                       lead.options.n_eval_episodes)
+    for i in which:
+      metrics[i][metrics_lib.eval_key(temperature)] = float(np.mean(returns[i]))
+  seconds = time.perf_counter() - start
+  return {i: (metrics[i], seconds, seconds / len(which)) for i in which}
+
+
 def train_together(runs):
   """Trains PreparedRuns (rl.experiment) of one config and different seeds, vmapped (module doc)."""
   trainers = [r.learner for r in runs]
@@ -93,6 +141,11 @@ def train_together(runs):
   # configs are the same, only their parameters and keys differ.
   for trainer in trainers[1:]:
     trainer.share_programs(lead)
+  # The seeds evaluate together, one vmapped program (evaluate_together).
+  together = len(trainers) > 1 and bool(lead.options.n_eval_episodes)
+  for trainer in trainers:
+    trainer.evaluates_alone = not together
+  compiled = not together
   epoch = compiler.jit(jax.vmap(lead.jax_epoch, in_axes=(0, 0, 0, 0, None)), static_argnums=4)
   loops = [r.epoch_loop() for r in runs]
 
@@ -124,6 +177,14 @@ def train_together(runs):
       more = more and not any(not loop.done and t.evaluates(t.epoch + 1)
                               for loop, t in zip(loops, trainers))
       pending = dispatch(current, 1) if more else None
+      if not compiled:
+        compile_evaluation(trainers, current[0])  # in the first epoch, as a lone run does
+        compiled = True
+      evaluations = {}
+      evaluating = [i for i, (loop, t) in enumerate(zip(loops, trainers))
+                    if not loop.done and t.evaluates(t.epoch + 1)]
+      if together and evaluating:
+        evaluations = evaluate_together(trainers, current[0], evaluating)
       # Each seed's metrics; its states only for an epoch whose booking reads
       # them (an evaluation, a checkpoint, the last), read back once for all.
       host, states = jax.device_get(outputs[2:]), None
@@ -136,7 +197,8 @@ def train_together(runs):
           mine = jax.tree_util.tree_map(lambda x, i=i: x[i], states)
         mine += jax.tree_util.tree_map(lambda x, i=i: x[i], host)
         current_run = run
-        loop.finish(run.learner.run_epoch(outputs=mine, started=start), start)
+        loop.finish(run.learner.run_epoch(outputs=mine, started=start,
+                                          evaluation=evaluations.get(i)), start)
     for run in runs:
       current_run = run
       run.checkpointer.wait()  # every seed's last checkpoint is on disk before the job says done

@@ -125,27 +125,55 @@ class JaxTask:
     if video_path is not None:
       raise ConfigError(f'{self.env_name} is a JAX-native env, which renders no frames; '
                         'evaluate it without --video.')
-    returns = self._play_program(policy, n_episodes)(
+    returns = self._play_program(policy.pure, n_episodes)(
         policy.params, policy.state, keys.seed_key(int(reset_seed)), policy.sample_args)
     return np.asarray(returns, np.float64)
 
+  def evaluate_seeds(self, pure, params, states, reset_seeds, sample_args, n_episodes):
+    """Every seed's returns, [seeds, n_episodes], from one vmapped call of the play loop.
+
+    The arguments are what `evaluate` takes from one seed's policy (its
+    parameters, acting states and sample_args) stacked along a leading seed
+    axis, with each seed's reset seed: a `--seeds` batch evaluates together
+    (rl.seeds), and seed i's returns are those of its policy played alone.
+    """
+    play = self._play_program(pure, n_episodes, batched=True)
+    reset_keys = self._reset_keys(reset_seeds)
+    return np.asarray(play(params, states, reset_keys, sample_args), np.float64)
+
   def compile_evaluation(self, policy, n_episodes):
     """Compiles the program `evaluate(policy, n_episodes, ...)` plays, without playing it."""
-    play = self._play_program(policy, n_episodes)
-    if (policy.pure, n_episodes) not in self._play_compiled:
-      # jax.jit keeps the executable, so the first evaluation calls it as compiled.
-      play.lower(policy.params, policy.state, keys.seed_key(0), policy.sample_args).compile()
-      self._play_compiled.add((policy.pure, n_episodes))
+    self._compile(self._play_program(policy.pure, n_episodes), (policy.pure, n_episodes, False),
+                  policy.params, policy.state, keys.seed_key(0), policy.sample_args)
 
-  def _play_program(self, policy, n_episodes):
-    """The jitted play loop of `policy`'s acting function, made once per (function, episodes)."""
-    play = self._play.get((policy.pure, n_episodes))
+  def compile_evaluation_seeds(self, pure, params, states, sample_args, n_episodes):
+    """Compiles the program of `evaluate_seeds` for these stacked inputs, without playing it."""
+    n_seeds = jax.tree_util.tree_leaves(params)[0].shape[0]
+    self._compile(self._play_program(pure, n_episodes, batched=True), (pure, n_episodes, True),
+                  params, states, self._reset_keys([0] * n_seeds), sample_args)
+
+  def _compile(self, play, name, *args):
+    if name not in self._play_compiled:
+      # jax.jit keeps the executable, so the first evaluation calls it as compiled.
+      play.lower(*args).compile()
+      self._play_compiled.add(name)
+
+  @staticmethod
+  def _reset_keys(reset_seeds):
+    return jax.random.wrap_key_data(np.stack([keys.to_data(keys.seed_key(int(s)))
+                                              for s in reset_seeds]), impl=keys.IMPL)
+
+  def _play_program(self, pure, n_episodes, batched=False):
+    """The jitted play loop of the acting function `pure`, made once per (function, episodes,
+    vmapped over seeds or not)."""
+    play = self._play.get((pure, n_episodes, batched))
     if play is None:
-      play = compiler.jit(functools.partial(
+      play = functools.partial(
           jax_envs.play, self._env, self._params, self.action_space,
-          self.observation_space.dtype, policy.pure, n_episodes=n_episodes,
-          max_steps=self._episode_cap))
-      self._play[(policy.pure, n_episodes)] = play
+          self.observation_space.dtype, pure, n_episodes=n_episodes,
+          max_steps=self._episode_cap)
+      play = compiler.jit(jax.vmap(play) if batched else play)
+      self._play[(pure, n_episodes, batched)] = play
     return play
 
   def state_dict(self):

@@ -100,10 +100,13 @@ class Actor:
   def eval_policy(self, params, state, temperature, sample_args):
     """A policy at `temperature` whose normaliser statistics stay frozen."""
     act_fn = functools.partial(self._jitted, temperature=temperature, update=False)
-    # One object per temperature, so that a caller compiling it keeps one program.
-    pure = self._eval_pures.setdefault(
+    return HostPolicy(act_fn, params, state, sample_args, pure=self.eval_pure(temperature))
+
+  def eval_pure(self, temperature):
+    """The pure acting function of evaluation at `temperature`: one object per temperature,
+    so that a caller compiling it keeps one program."""
+    return self._eval_pures.setdefault(
         temperature, functools.partial(self.pure, temperature=temperature, update=False))
-    return HostPolicy(act_fn, params, state, sample_args, pure=pure)
 
   def random_policy(self, task, state):
     """The policy of the random initial trajectories (RLTask.initial_trajectories).

@@ -65,6 +65,9 @@ class Learner:
     # JAX-native epoch run for several seeds at once (rl.seeds) compiles before
     # its learners' run_epoch.
     self.phase = 'compiling'
+    # False when the caller evaluates this learner with others of its batch
+    # (rl.seeds) and hands run_epoch the results.
+    self.evaluates_alone = True
     # perf_counter time the next JAX-native epoch is timed from: the end of
     # the previous one's training and evaluation in this process (None: none).
     self._timed_from = None
@@ -195,11 +198,15 @@ class Learner:
     """
     epoch = self.epoch if epoch is None else epoch
     n_episodes = n_episodes or self.options.n_eval_episodes
+    return self.task.evaluate(self.eval_policy(temperature, self.eval_key(temperature, epoch)),
+                              n_episodes, self.eval_seed(epoch), video_path=video_path)
+
+  def eval_key(self, temperature, epoch):
+    """The sampling key of the evaluation after `epoch` at `temperature`: a pure function of
+    (seed, epoch, the temperature's place in eval_temperatures)."""
     temperatures = list(self.options.eval_temperatures)
     index = temperatures.index(temperature) if temperature in temperatures else len(temperatures)
-    _, key = keys.seed_and_folded(self.task.seed, 1_000_003 * epoch + index)
-    return self.task.evaluate(self.eval_policy(temperature, key), n_episodes,
-                              self.eval_seed(epoch), video_path=video_path)
+    return keys.seed_and_folded(self.task.seed, 1_000_003 * epoch + index)[1]
 
   def eval_policy(self, temperature, key):
     """A policy at `temperature` with its own key stream; normaliser statistics frozen."""
@@ -219,7 +226,7 @@ class Learner:
     Called in the process's first epoch, so that `time_compile` holds every
     program the run compiles and the first evaluation's time is playing only.
     """
-    if not (self.task.jax_native and self.options.n_eval_episodes):
+    if not (self.task.jax_native and self.options.n_eval_episodes and self.evaluates_alone):
       return
     self.phase = 'compiling the evaluation'
     for temperature in self.options.eval_temperatures:
@@ -319,12 +326,16 @@ class Learner:
              'n_trajectories': int(n_segments)}
     return stats, self.epoch_metrics(results, extra, start)
 
-  def run_epoch(self, outputs=None, started=None):
+  def run_epoch(self, outputs=None, started=None, evaluation=None):
     """Collect, train, evaluate: one epoch. Returns its metrics record.
 
     outputs, started: on JAX-native envs, this learner's outputs of
     `jax_epoch` when the caller has already run it (rl.seeds runs many seeds'
-    at once), and the perf_counter time that call began.
+    at once), and the perf_counter time that call began. evaluation: this
+    epoch's evaluation when the caller has played it before this call (rl.seeds
+    evaluates a batch's seeds together): (the eval metrics, the seconds of
+    the whole evaluation, which the epoch's training time leaves out, and
+    this seed's share of them, its time_eval).
     """
     self.epoch += 1
     start = time.perf_counter() if started is None else started
@@ -337,6 +348,8 @@ class Learner:
       # evaluation: the run's throughput, whatever overlapped.
       if self._timed_from is not None:
         start = min(start, self._timed_from)
+      if due and evaluation is not None:
+        start += evaluation[1]
       collected = start
       self.phase = 'collecting and training (one program)'
       stats, train_metrics = self.collect_and_train(outputs, start, dispatch_next=not due)
@@ -351,8 +364,14 @@ class Learner:
       self.compile_evaluation()  # the process's first epoch compiles every program
     compiled = time.perf_counter()
     self.phase = 'evaluating'
-    eval_metrics = self.evaluate() if due else {}
+    eval_metrics, eval_seconds = {}, None
+    if due and evaluation is not None:
+      eval_metrics, _, eval_seconds = evaluation
+    elif due:
+      eval_metrics = self.evaluate()
     evaluated = time.perf_counter()
+    if eval_seconds is None:
+      eval_seconds = evaluated - compiled
     self._timed_from = evaluated
     returns = stats['episode_returns']
     return {
@@ -364,7 +383,7 @@ class Learner:
         **train_metrics,
         'time_collect': collected - start,
         'time_train': trained - collected,
-        'time_eval': evaluated - compiled,
+        'time_eval': eval_seconds,
         'env_steps_per_second': stats['env_steps'] / max((collected - start) or
                                                          (trained - start), 1e-9),
     }
