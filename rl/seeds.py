@@ -8,9 +8,10 @@ so `train_together` stacks the seeds' states and runs that function under
 `jax.vmap`: one call per epoch for all of them, and likewise one call per
 evaluation (`evaluate_together`). Each seed then books its epoch as a lone
 run would (metrics, checkpoints, the stop at a target return), which is why
-each seed's folder resumes and reads like any other run's. A seed that stops early (its target reached) rides along in the
-batch, its results dropped, until the others are done: the batch keeps its
-shape and so its compiled program.
+each seed's folder resumes and reads like any other run's. A seed that stops
+early (its target reached) rides along in the batch, its results dropped,
+until the others are done: the batch keeps its shape and so its compiled
+program.
 """
 import os
 import time
@@ -145,7 +146,7 @@ def train_together(runs):
   together = len(trainers) > 1 and bool(lead.options.n_eval_episodes)
   for trainer in trainers:
     trainer.evaluates_alone = not together
-  compiled = not together
+  evaluation_compiled = not together
   epoch = compiler.jit(jax.vmap(lead.jax_epoch, in_axes=(0, 0, 0, 0, None)), static_argnums=4)
   loops = [r.epoch_loop() for r in runs]
 
@@ -172,17 +173,15 @@ def train_together(runs):
       # device while this one is booked on the host (the numbers are those of
       # one epoch after the other), unless a seed evaluates this epoch
       # (rl.learner.look_ahead); it is dropped if no seed needs it.
-      more = any(not loop.done and t.epoch + 1 < loop.n_epochs
-                 for loop, t in zip(loops, trainers))
-      more = more and not any(not loop.done and t.evaluates(t.epoch + 1)
-                              for loop, t in zip(loops, trainers))
-      pending = dispatch(current, 1) if more else None
-      if not compiled:
-        compile_evaluation(trainers, current[0])  # in the first epoch, as a lone run does
-        compiled = True
-      evaluations = {}
       evaluating = [i for i, (loop, t) in enumerate(zip(loops, trainers))
                     if not loop.done and t.evaluates(t.epoch + 1)]
+      more = not evaluating and any(not loop.done and t.epoch + 1 < loop.n_epochs
+                                    for loop, t in zip(loops, trainers))
+      pending = dispatch(current, 1) if more else None
+      if not evaluation_compiled:
+        compile_evaluation(trainers, current[0])  # in the first epoch, as a lone run does
+        evaluation_compiled = True
+      evaluations = {}
       if together and evaluating:
         evaluations = evaluate_together(trainers, current[0], evaluating)
       # Each seed's metrics; its states only for an epoch whose booking reads

@@ -160,8 +160,7 @@ class JaxTask:
 
   @staticmethod
   def _reset_keys(reset_seeds):
-    return jax.random.wrap_key_data(np.stack([keys.to_data(keys.seed_key(int(s)))
-                                              for s in reset_seeds]), impl=keys.IMPL)
+    return jnp.stack([keys.seed_key(int(seed)) for seed in reset_seeds])
 
   def _play_program(self, pure, n_episodes, batched=False):
     """The jitted play loop of the acting function `pure`, made once per (function, episodes,

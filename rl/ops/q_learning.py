@@ -75,23 +75,12 @@ def q_regression_loss(q_values, actions, targets, mask, smooth=True):
   return losses.masked_mean(per_step, mask)
 
 
-def epsilon_greedy(q_values, key, epsilon, n_actions):
-  """argmax Q, replaced with probability epsilon by a uniformly random action."""
-  greedy = jnp.argmax(q_values, axis=-1).astype(jnp.int32)
-  return _explore(greedy, epsilon_noise(key, greedy.shape, n_actions), epsilon)
-
-
 def epsilon_noise(key, shape, n_actions):
   """What an epsilon-greedy draw of `shape` actions takes from `key`: (uniform draws in
   [0, 1) that decide which actions explore, the random actions)."""
   explore_key, action_key = jax.random.split(key)
   return (jax.random.uniform(explore_key, shape),
           jax.random.randint(action_key, shape, 0, n_actions, jnp.int32))
-
-
-def _explore(greedy, noise, epsilon):
-  uniform, random_actions = noise
-  return jnp.where(uniform < epsilon, random_actions, greedy)
 
 
 class EpsilonGreedy:
@@ -106,9 +95,10 @@ class EpsilonGreedy:
     self.n_inputs = int(n_actions)
 
   def sample(self, q_values, key, temperature, epsilon=0.0):
-    if temperature == 0:
-      return jnp.argmax(q_values, axis=-1).astype(jnp.int32)
-    return epsilon_greedy(q_values, key, epsilon, self.n_inputs)
+    """argmax Q, replaced with probability epsilon by a uniformly random action (temperature
+    > 0); argmax Q at temperature 0."""
+    noise = None if temperature == 0 else self.noise(key, jnp.shape(q_values)[:-1])
+    return self.sample_given(q_values, noise, temperature, epsilon)
 
   def noise(self, key, batch_shape):
     """The randomness of one epsilon-greedy draw (`epsilon_noise`)."""
@@ -119,4 +109,5 @@ class EpsilonGreedy:
     greedy = jnp.argmax(q_values, axis=-1).astype(jnp.int32)
     if temperature == 0:
       return greedy
-    return _explore(greedy, noise, epsilon)
+    uniform, random_actions = noise
+    return jnp.where(uniform < epsilon, random_actions, greedy)
