@@ -1,11 +1,14 @@
 """Tests for rl.nets.mlp: flattening, widths and activations of the MLP body."""
 
+import flax.linen as nn
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from net_helpers import init
 from rl.errors import ConfigError
+from rl.nets.dense import Dense
 from rl.nets.mlp import MLP
 
 pytestmark = pytest.mark.usefixtures('fast_compilation')
@@ -34,3 +37,20 @@ def test_mlp_activation_names_and_out_activation():
   assert jnp.all(jnp.abs(tanh_out.apply(variables, 10 * x)) <= 1)
   with pytest.raises(ConfigError, match='activation_fn'):
     init(MLP(activation_fn='nope'), obs=x)
+
+
+@pytest.mark.parametrize('shape', [(5, 3), (4, 2, 3), (2, 3, 4, 3)])
+def test_dense_matches_flax_dense(shape):
+  """rl.nets.dense.Dense computes every rank as one matrix product: flax's parameters and
+  flax's results, up to float rounding."""
+  x = jnp.asarray(np.random.default_rng(1).normal(size=shape), jnp.float32)
+  ours, theirs = Dense(7), nn.Dense(7)
+  variables = theirs.init(jax.random.key(0), x)
+  assert jax.tree.map(jnp.shape, ours.init(jax.random.key(0), x)) == jax.tree.map(
+      jnp.shape, variables)
+  y = ours.apply(variables, x)
+  assert y.shape == shape[:-1] + (7,)
+  np.testing.assert_allclose(y, theirs.apply(variables, x), rtol=1e-6, atol=1e-6)
+  kernel, bias = variables['params']['kernel'], variables['params']['bias']
+  np.testing.assert_allclose(y, np.asarray(x) @ np.asarray(kernel) + np.asarray(bias),
+                             rtol=1e-5, atol=1e-5)

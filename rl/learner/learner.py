@@ -23,6 +23,7 @@ from rl import compiler
 from rl import keys
 from rl import metrics as metrics_lib
 from rl.envs.task import TaskNeeds
+from rl.learner import history as history_lib
 from rl.learner import look_ahead
 from rl.learner.acting import ActingState
 from rl.learner.acting import Actor
@@ -60,6 +61,7 @@ class Learner:
     self.options = options
     self.epoch = 0
     self.history = []
+    self._history_bytes = history_lib.HistoryBytes()
     self.last_epoch = None  # set by the epoch loop: the last epoch is always evaluated
     # What the epoch in progress does (the first epoch's progress lines); a
     # JAX-native epoch run for several seeds at once (rl.seeds) compiles before
@@ -122,9 +124,9 @@ class Learner:
         'collect': {'key': keys.to_data(self.acting.key), 'model_state': self.acting.model_state},
         'train_key': keys.to_data(self.train_key),
         'extra': self.extra,
+        'history': self._history_bytes(self.history),
     }
-    # A list of its own: a checkpoint written in the background reads it later.
-    meta = {'epoch': self.epoch, 'history': list(self.history), 'task': task_meta}
+    meta = {'epoch': self.epoch, 'task': task_meta}
     return arrays, meta
 
   def load_state_dict(self, arrays, meta):
@@ -141,7 +143,9 @@ class Learner:
     self.train_key = keys.from_data(arrays['train_key'], 'training key')
     self.extra = like(self.extra, arrays.get('extra', {}))
     self.epoch = int(meta['epoch'])
-    self.history = list(meta['history'])
+    # A checkpoint may also hold the history in its JSON, as a list.
+    self.history = (history_lib.decode(arrays['history']) if 'history' in arrays
+                    else list(meta['history']))
 
   def share_programs(self, other):
     """Acts and evaluates with `other`'s compiled functions (a learner of the same config

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from rl.errors import ConfigError
+from rl.nets.dense import Dense
 from rl.nets.initializers import HIDDEN_KERNEL_INIT
 from rl.nets.initializers import symmetric_uniform
 from rl.nets.mlp import MLP
@@ -41,8 +42,8 @@ def _head_kernel_init(head_init_range: float | None, default_gain: float) -> Cal
 
 
 def _head(features: int, head_init_range: float | None, default_gain: float,
-          name: str | None = None) -> nn.Dense:
-  return nn.Dense(
+          name: str | None = None) -> Dense:
+  return Dense(
       features,
       kernel_init=_head_kernel_init(head_init_range, default_gain),
       bias_init=nn.initializers.zeros,

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from rl.nets.activations import resolve_activation
+from rl.nets.dense import Dense
 from rl.nets.initializers import HIDDEN_KERNEL_INIT
 
 
@@ -36,7 +37,7 @@ class MLPModule(nn.Module):
       x = jnp.reshape(x, x.shape[:2] + (-1,))
     n = len(self.layer_widths)
     for i, width in enumerate(self.layer_widths):
-      x = nn.Dense(int(width), kernel_init=HIDDEN_KERNEL_INIT,
+      x = Dense(int(width), kernel_init=HIDDEN_KERNEL_INIT,
                    bias_init=nn.initializers.zeros, name=f'dense_{i}')(x)
       if i < n - 1 or self.out_activation:
         x = activation(x)
