@@ -38,7 +38,7 @@ class MLPModule(nn.Module):
     n = len(self.layer_widths)
     for i, width in enumerate(self.layer_widths):
       x = Dense(int(width), kernel_init=HIDDEN_KERNEL_INIT,
-                   bias_init=nn.initializers.zeros, name=f'dense_{i}')(x)
+                bias_init=nn.initializers.zeros, name=f'dense_{i}')(x)
       if i < n - 1 or self.out_activation:
         x = activation(x)
     return x
