@@ -185,13 +185,14 @@ def train_together(runs):
       if together and evaluating:
         evaluations = evaluate_together(trainers, current[0], evaluating)
       # Each seed's metrics; its states only for an epoch whose booking reads
-      # them (an evaluation, a checkpoint, the last), read back once for all.
+      # them (a checkpoint, the last, an evaluation played alone), read back
+      # once for all.
       host, states = jax.device_get(outputs[2:]), None
       for i, (run, loop, trainer) in enumerate(zip(runs, loops, trainers)):
         if loop.done:
           continue
         mine = (None, None)
-        if loop.needs_state(trainer.epoch + 1):
+        if loop.needs_state(trainer.epoch + 1, evaluations.get(i)):
           states = jax.device_get(outputs[:2]) if states is None else states
           mine = jax.tree_util.tree_map(lambda x, i=i: x[i], states)
         mine += jax.tree_util.tree_map(lambda x, i=i: x[i], host)

@@ -49,11 +49,24 @@ class EpochLoop:
     history = learner.history
     self.done = learner.epoch >= n_epochs or bool(history and self._reached(history[-1]))
 
-  def needs_state(self, epoch):
-    """Whether booking epoch `epoch` reads the learner's state: it evaluates, checkpoints or
-    ends the run (rl.seeds hands each seed its state only then)."""
-    return (self.learner.evaluates(epoch) or epoch >= self.n_epochs
-            or (self._checkpoint_fn is not None and epoch % self._checkpoint_every == 0))
+  def needs_state(self, epoch, evaluation=None):
+    """Whether booking epoch `epoch` reads the learner's state: it checkpoints, ends the run,
+    or evaluates (rl.seeds hands each seed its state only then).
+
+    evaluation: the epoch's evaluation when the caller played it already
+    (rl.seeds evaluates a batch's seeds together, `Learner.run_epoch`'s
+    `evaluation`). The evaluation then reads no state, and the epoch needs it
+    only for the checkpoint of a run that reaches its target return.
+    """
+    learner = self.learner
+    if epoch >= self.n_epochs or (self._checkpoint_fn is not None
+                                  and epoch % self._checkpoint_every == 0):
+      return True
+    if not learner.evaluates(epoch):
+      return False
+    if evaluation is None:
+      return True
+    return self._checkpoint_fn is not None and self._reached(evaluation[0])
 
   def _reached(self, record):
     value = record.get('eval_return')
