@@ -35,7 +35,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from rl import compiler  # noqa: E402
-from rl import cpu_dispatch  # noqa: E402
+from rl import cpu_client  # noqa: E402
 from rl.ops import distributions  # noqa: E402
 from rl.envs import vector_envs  # noqa: E402
 from rl import keys  # noqa: E402
@@ -174,8 +174,8 @@ def _timed(loop, n_vector_steps):
 
 def main():
   args = _parse_args()
-  # rl.run computes inline on host envs (rl.cpu_dispatch).
-  cpu_dispatch.choose(inline=args.dispatch == 'inline')
+  # rl.run computes inline on host envs (rl.cpu_client).
+  cpu_client.choose_dispatch(inline=args.dispatch == 'inline')
   n_vector_steps = args.steps // args.n_envs
   seed = 0
   loops = {

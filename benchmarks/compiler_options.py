@@ -33,7 +33,7 @@ import jax  # noqa: E402
 from benchmarks.train_throughput import TRAINERS as TRAIN_THROUGHPUT_TRAINERS  # noqa: E402
 from benchmarks.train_throughput import build  # noqa: E402
 from rl import compiler  # noqa: E402
-from rl import cpu_dispatch  # noqa: E402
+from rl import cpu_client  # noqa: E402
 
 # name -> (config file, epochs collected first)
 TRAINERS = dict(TRAIN_THROUGHPUT_TRAINERS, a2c=('a2c_cartpole.gin', 4))
@@ -96,8 +96,8 @@ def measure(trainer, repeats):
 
 def main():
   args = _parse_args()
-  # rl.run computes inline on host envs (rl.cpu_dispatch).
-  cpu_dispatch.choose(inline=True)
+  # rl.run computes inline on host envs (rl.cpu_client).
+  cpu_client.choose_dispatch(inline=True)
   print(f'machine: {os.cpu_count()} cores; epoch: median of {args.repeats}')
   # XLA's first compilation under a set of options pays its set-up: not the epoch's.
   for options in OPTION_SETS.values():

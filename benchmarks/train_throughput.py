@@ -32,7 +32,7 @@ import jax  # noqa: E402
 import optax  # noqa: E402
 
 from rl import compiler  # noqa: E402
-from rl import cpu_dispatch  # noqa: E402
+from rl import cpu_client  # noqa: E402
 from rl import keys as rl_keys  # noqa: E402
 from rl import experiment  # noqa: E402,F401  (registers the configurables)
 from rl.envs.task import RLTask  # noqa: E402
@@ -235,8 +235,8 @@ def steps_per_second(loop):
 
 def main():
   args = _parse_args()
-  # As rl.run runs these configs (host envs): computations run inline (rl.cpu_dispatch).
-  cpu_dispatch.choose(inline=True)
+  # As rl.run runs these configs (host envs): computations run inline (rl.cpu_client).
+  cpu_client.choose_dispatch(inline=True)
   ratios = {}
   for name in args.trainers:
     config, n_epochs = TRAINERS[name]

@@ -34,7 +34,7 @@ import numpy as np
 
 from rl import compilation_cache
 from rl import config
-from rl import cpu_dispatch
+from rl import cpu_client
 from rl import experiment
 from rl import run as run_lib  # the flags --output_dir and --compilation_cache_dir
 from rl import termination
@@ -161,8 +161,8 @@ def main(argv):
     mujoco_rendering.choose_gl()
   compilation_cache.configure(FLAGS.compilation_cache_dir, 'rl.evaluate')
   # Evaluation on host envs calls the policy once a step and reads it at once;
-  # on JAX-native envs it is one compiled loop either way (rl.cpu_dispatch).
-  cpu_dispatch.choose(inline=True)
+  # on JAX-native envs it is one compiled loop either way (rl.cpu_client).
+  cpu_client.choose_dispatch(inline=True)
   termination.stop_on_sigterm()
   try:
     result = evaluate_run(FLAGS.output_dir, FLAGS.n_episodes, FLAGS.temperature,

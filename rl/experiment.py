@@ -23,7 +23,7 @@ import gin
 from rl import compiler
 from rl import config
 from rl import console
-from rl import cpu_dispatch
+from rl import cpu_client
 from rl import registrations  # pylint: disable=unused-import  (every configurable)
 from rl import run_folder
 from rl.data.checkpoints import Checkpointer
@@ -174,8 +174,10 @@ def configure(config_files, bindings, seed=None):
   # Which kernels every program of the run compiles to (`compiler.fast_compile`).
   config.construct(compiler.configure)
   # Before the process's first computation: runs whose envs step on the host
-  # call their policy once a step and read it at once, so they dispatch inline.
-  cpu_dispatch.choose(inline=not jax_envs.is_jax_env(config.configured_env()))
+  # call their policy once a step and read it at once, so they dispatch inline;
+  # XLA computes on the cores the config leaves it (`cpu_threads.host_cores`).
+  cpu_client.configure(inline=not jax_envs.is_jax_env(config.configured_env()),
+                       host_cores=config.construct(cpu_client.host_cores_setting))
 
 
 def restore(run, output_dir, checkpoint, full_config, allow_config_change, from_saved_config):

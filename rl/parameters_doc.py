@@ -35,7 +35,7 @@ COMMAND = 'python -m rl.parameters_doc'
 
 # The page's sections: (title, the module prefixes whose configurables it holds).
 AREAS = (
-    ('Run', ('rl.experiment', 'rl.compiler', 'rl.console')),
+    ('Run', ('rl.experiment', 'rl.compiler', 'rl.cpu_client', 'rl.console')),
     ('Task and environments', ('rl.envs',)),
     ('Trainers', ('rl.algorithms',)),
     ('Advantage estimators', ('rl.ops.advantages',)),

@@ -157,12 +157,12 @@ def test_nothing_is_cached_or_compiled_at_import():
   """rl.run's imports compute nothing (the cache is set up after them, in main).
 
   A computation would create JAX's CPU client, after which the dispatch chosen
-  by rl.cpu_dispatch does not take effect: a long computation made after the
+  by rl.cpu_client does not take effect: a long computation made after the
   choice of inline dispatch is done when its call returns only if nothing ran
   before it.
   """
-  code = ('import rl.run, rl.evaluate, sys; from rl import cpu_dispatch; '
-          'cpu_dispatch.choose(inline=True); import jax, jax.numpy as jnp; '
+  code = ('import rl.run, rl.evaluate, sys; from rl import cpu_client; '
+          'cpu_client.choose_dispatch(inline=True); import jax, jax.numpy as jnp; '
           'f = jax.jit(lambda x: jax.lax.fori_loop(0, 100, lambda i, y: jnp.tanh(y @ y), x)); '
           'x = jnp.full((256, 256), 1e-3); f(x).block_until_ready(); print(f(x).is_ready()); '
           "print(sorted(m for m in ('orbax', 'tensorboardX', 'matplotlib', 'ray', 'moviepy', "
