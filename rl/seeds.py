@@ -112,22 +112,29 @@ def compile_evaluation(trainers, state):
                                        lead.options.n_eval_episodes)
 
 
-def evaluate_together(trainers, state, which):
+def evaluate_together(trainers, state, which, then=None):
   """The evaluation after the next epoch of the seeds `which` (indices), played for every
   seed of the batch in one vmapped call per temperature.
 
   Returns {i: (eval metrics, the evaluation's seconds, seed i's share of them)}, what
   Learner.run_epoch takes as `evaluation`. A seed's returns are those it plays alone: the
-  same parameters, keys and reset seeds, in a vmapped copy of the same loop.
+  same parameters, keys and reset seeds, in a vmapped copy of the same loop. then: called
+  once every call is dispatched and before any is read (the next epoch is dispatched
+  there, to run on the device straight after them).
   """
   start = time.perf_counter()
   lead = trainers[0]
-  metrics = {i: {} for i in which}
+  played = {}
   for temperature in lead.options.eval_temperatures:
     pure, params, acting, reset_seeds, sample_args = _evaluation_inputs(trainers, state,
                                                                         temperature)
-    returns = lead.task.evaluate_seeds(pure, params, acting, reset_seeds, sample_args,
-                                       lead.options.n_eval_episodes)
+    played[temperature] = lead.task.play_seeds(pure, params, acting, reset_seeds, sample_args,
+                                               lead.options.n_eval_episodes)
+  if then is not None:
+    then()
+  metrics = {i: {} for i in which}
+  for temperature, returns in played.items():
+    returns = np.asarray(returns, np.float64)
     for i in which:
       metrics[i][metrics_lib.eval_key(temperature)] = float(np.mean(returns[i]))
   seconds = time.perf_counter() - start
@@ -171,19 +178,24 @@ def train_together(runs):
       current = outputs[:2]
       # The next epoch, a function of this one's outputs only, starts on the
       # device while this one is booked on the host (the numbers are those of
-      # one epoch after the other), unless a seed evaluates this epoch
-      # (rl.learner.look_ahead); it is dropped if no seed needs it.
+      # one epoch after the other); behind the evaluation when seeds evaluate
+      # together (rl.learner.look_ahead). It is dropped if no seed needs it.
       evaluating = [i for i, (loop, t) in enumerate(zip(loops, trainers))
                     if not loop.done and t.evaluates(t.epoch + 1)]
-      more = not evaluating and any(not loop.done and t.epoch + 1 < loop.n_epochs
-                                    for loop, t in zip(loops, trainers))
-      pending = dispatch(current, 1) if more else None
+      more = any(not loop.done and t.epoch + 1 < loop.n_epochs
+                 for loop, t in zip(loops, trainers))
+      pending = None
+      if more and not evaluating:
+        pending = dispatch(current, 1)
       if not evaluation_compiled:
         compile_evaluation(trainers, current[0])  # in the first epoch, as a lone run does
         evaluation_compiled = True
       evaluations = {}
       if together and evaluating:
-        evaluations = evaluate_together(trainers, current[0], evaluating)
+        def dispatch_next():
+          nonlocal pending
+          pending = dispatch(current, 1) if more else None
+        evaluations = evaluate_together(trainers, current[0], evaluating, then=dispatch_next)
       # Each seed's metrics; its states only for an epoch whose booking reads
       # them (a checkpoint, the last, an evaluation played alone), read back
       # once for all.

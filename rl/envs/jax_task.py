@@ -125,9 +125,13 @@ class JaxTask:
     if video_path is not None:
       raise ConfigError(f'{self.env_name} is a JAX-native env, which renders no frames; '
                         'evaluate it without --video.')
-    returns = self._play_program(policy.pure, n_episodes)(
+    return np.asarray(self.play(policy, n_episodes, reset_seed), np.float64)
+
+  def play(self, policy, n_episodes, reset_seed):
+    """Starts `evaluate`'s episodes and returns their returns as a device array, not waited for
+    (so that the caller can dispatch more work behind them)."""
+    return self._play_program(policy.pure, n_episodes)(
         policy.params, policy.state, keys.seed_key(int(reset_seed)), policy.sample_args)
-    return np.asarray(returns, np.float64)
 
   def evaluate_seeds(self, pure, params, states, reset_seeds, sample_args, n_episodes):
     """Every seed's returns, [seeds, n_episodes], from one vmapped call of the play loop.
@@ -137,9 +141,13 @@ class JaxTask:
     axis, with each seed's reset seed: a `--seeds` batch evaluates together
     (rl.seeds), and seed i's returns are those of its policy played alone.
     """
+    return np.asarray(self.play_seeds(pure, params, states, reset_seeds, sample_args,
+                                      n_episodes), np.float64)
+
+  def play_seeds(self, pure, params, states, reset_seeds, sample_args, n_episodes):
+    """Starts `evaluate_seeds`'s episodes; their returns as a device array, not waited for."""
     play = self._play_program(pure, n_episodes, batched=True)
-    reset_keys = self._reset_keys(reset_seeds)
-    return np.asarray(play(params, states, reset_keys, sample_args), np.float64)
+    return play(params, states, self._reset_keys(reset_seeds), sample_args)
 
   def compile_evaluation(self, policy, n_episodes):
     """Compiles the program `evaluate(policy, n_episodes, ...)` plays, without playing it."""

@@ -238,10 +238,25 @@ class Learner:
       self.task.compile_evaluation(self.eval_policy(temperature, key),
                                    self.options.n_eval_episodes)
 
-  def evaluate(self, epoch=None, n_episodes=None):
-    """Mean eval return per eval temperature, keyed as in metrics.jsonl."""
-    return {metrics_lib.eval_key(t): float(np.mean(self.episode_returns(t, epoch, n_episodes)))
-            for t in self.options.eval_temperatures}
+  def evaluate(self, epoch=None, n_episodes=None, then=None):
+    """Mean eval return per eval temperature, keyed as in metrics.jsonl.
+
+    then: on JAX-native envs, called once every temperature's evaluation is
+    dispatched and before any is read (the next epoch is dispatched there,
+    to run on the device straight after them).
+    """
+    temperatures = self.options.eval_temperatures
+    if not self.task.jax_native:
+      return {metrics_lib.eval_key(t): float(np.mean(self.episode_returns(t, epoch, n_episodes)))
+              for t in temperatures}
+    epoch = self.epoch if epoch is None else epoch
+    n_episodes = n_episodes or self.options.n_eval_episodes
+    played = {t: self.task.play(self.eval_policy(t, self.eval_key(t, epoch)), n_episodes,
+                                self.eval_seed(epoch)) for t in temperatures}
+    if then is not None:
+      then()
+    return {metrics_lib.eval_key(t): float(np.mean(np.asarray(r, np.float64)))
+            for t, r in played.items()}
 
   # -- training ---------------------------------------------------------------------
 
@@ -372,7 +387,9 @@ class Learner:
     if due and evaluation is not None:
       eval_metrics, _, eval_seconds = evaluation
     elif due:
-      eval_metrics = self.evaluate()
+      # A learner that runs its own epochs dispatches the next one behind the evaluation.
+      eval_metrics = self.evaluate(
+          then=self.look_ahead.ahead if self.task.jax_native and outputs is None else None)
     evaluated = time.perf_counter()
     if eval_seconds is None:
       eval_seconds = evaluated - compiled

@@ -5,9 +5,11 @@ this one's outputs and the epoch number) can start on the device while the
 host reads this one's metrics, logs and checkpoints, instead of the two taking
 turns. The numbers are those of calling the epochs one by one.
 
-An epoch that evaluates dispatches nothing ahead: its evaluation is a program
-on the same device, which the next epoch would only queue behind, and an
-epoch computed during another's evaluation would be timed as free.
+An epoch that evaluates dispatches the next one once its evaluation is
+dispatched (`Learner.evaluate`'s `then`): the evaluation is a program on the
+same device, so the next epoch runs straight after it, while the host reads
+the returns and books the epoch; dispatched before it, the next epoch would
+make the evaluation wait.
 """
 from typing import NamedTuple
 
@@ -66,6 +68,14 @@ class LookAhead:
     # The learner moves to this epoch's state before the next call starts, so
     # the previous epoch's arrays are freed rather than held alongside two others.
     learner.train_state, learner.task.carry = outputs[0], outputs[1]
-    if dispatch_next and learner.last_epoch is not None and learner.epoch < learner.last_epoch:
-      self.pending = _Ahead(learner.epoch + 1, self._inputs(), self._dispatch(learner.epoch + 1))
+    if dispatch_next:
+      self.ahead()
     return outputs
+
+  def ahead(self):
+    """Dispatches the epoch after the learner's current one, from its current state, unless
+    the current one is the run's last or the next is on its way already."""
+    learner = self._learner
+    if (self.pending is None and learner.last_epoch is not None
+        and learner.epoch < learner.last_epoch):
+      self.pending = _Ahead(learner.epoch + 1, self._inputs(), self._dispatch(learner.epoch + 1))
