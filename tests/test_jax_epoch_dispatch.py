@@ -47,17 +47,31 @@ def compilations():
     jax.monitoring.unregister_event_duration_listener(listen)
 
 
-def test_an_evaluating_epoch_dispatches_nothing_ahead():
+def test_an_evaluating_epoch_dispatches_the_next_behind_its_evaluation():
   learner = trainer(seed=5, last_epoch=6).learner
+  calls = []
+  play, dispatch = learner.task.play, learner.look_ahead._dispatch  # pylint: disable=protected-access
+
+  def recorded_play(*args):
+    calls.append('play')
+    return play(*args)
+
+  def recorded_dispatch(epoch):
+    calls.append(epoch)
+    return dispatch(epoch)
+  learner.task.play = recorded_play
+  learner.look_ahead._dispatch = recorded_dispatch  # pylint: disable=protected-access
   pending = []
-  for _ in range(5):
+  for _ in range(6):
     record = learner.run_epoch()
     ahead = learner.look_ahead.pending
     pending.append((record['epoch'], 'eval_return' in record, ahead and ahead.epoch))
-  # Epochs 2 and 4 evaluate: the device plays their evaluation before the
-  # next epoch starts, so that the next epoch's time is its own.
-  assert pending == [(1, False, 2), (2, True, None), (3, False, 4), (4, True, None),
-                     (5, False, 6)]
+  # Epochs 2, 4 and 6 evaluate; every epoch but the last has the next on its way.
+  assert pending == [(1, False, 2), (2, True, 3), (3, False, 4), (4, True, 5),
+                     (5, False, 6), (6, True, None)]
+  # An evaluation goes to the device before the epoch after it, which would
+  # otherwise hold it up.
+  assert calls == [1, 2, 'play', 3, 4, 'play', 5, 6, 'play']
 
 
 def test_the_first_epoch_compiles_the_evaluation_program_too():
