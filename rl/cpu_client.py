@@ -73,20 +73,19 @@ def configure(inline, host_cores):
   return choose_threads(host_cores)
 
 
-def choose_threads(host_cores, environ=None):
+def choose_threads(host_cores):
   """Sizes XLA's CPU thread pool by `threads_for`, unless PJRT_NPROC is set already.
 
   A PJRT_NPROC of the user's stands. The variable is set only while the
   client is made here, so the run's child processes do not inherit it.
   Returns the threads XLA gets (None: the user's PJRT_NPROC decides).
   """
-  environ = os.environ if environ is None else environ
-  if environ.get(THREADS_ENV):
+  if os.environ.get(THREADS_ENV):
     return None
   threads = threads_for(host_cores, available_cores())
-  environ[THREADS_ENV] = str(threads)
+  os.environ[THREADS_ENV] = str(threads)
   try:
     jax.devices()  # creates the clients, the CPU one reading the variable now
   finally:
-    environ.pop(THREADS_ENV, None)
+    del os.environ[THREADS_ENV]
   return threads

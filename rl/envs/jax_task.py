@@ -133,19 +133,15 @@ class JaxTask:
     return self._play_program(policy.pure, n_episodes)(
         policy.params, policy.state, keys.seed_key(int(reset_seed)), policy.sample_args)
 
-  def evaluate_seeds(self, pure, params, states, reset_seeds, sample_args, n_episodes):
-    """Every seed's returns, [seeds, n_episodes], from one vmapped call of the play loop.
+  def play_seeds(self, pure, params, states, reset_seeds, sample_args, n_episodes):
+    """Every seed's returns, [seeds, n_episodes], from one vmapped call of the play loop, as
+    a device array not waited for (as `play`).
 
-    The arguments are what `evaluate` takes from one seed's policy (its
+    The arguments are what `play` takes from one seed's policy (its
     parameters, acting states and sample_args) stacked along a leading seed
     axis, with each seed's reset seed: a `--seeds` batch evaluates together
     (rl.seeds), and seed i's returns are those of its policy played alone.
     """
-    return np.asarray(self.play_seeds(pure, params, states, reset_seeds, sample_args,
-                                      n_episodes), np.float64)
-
-  def play_seeds(self, pure, params, states, reset_seeds, sample_args, n_episodes):
-    """Starts `evaluate_seeds`'s episodes; their returns as a device array, not waited for."""
     play = self._play_program(pure, n_episodes, batched=True)
     return play(params, states, self._reset_keys(reset_seeds), sample_args)
 
@@ -155,7 +151,7 @@ class JaxTask:
                   policy.params, policy.state, keys.seed_key(0), policy.sample_args)
 
   def compile_evaluation_seeds(self, pure, params, states, sample_args, n_episodes):
-    """Compiles the program of `evaluate_seeds` for these stacked inputs, without playing it."""
+    """Compiles the program of `play_seeds` for these stacked inputs, without playing it."""
     n_seeds = jax.tree_util.tree_leaves(params)[0].shape[0]
     self._compile(self._play_program(pure, n_episodes, batched=True), (pure, n_episodes, True),
                   params, states, self._reset_keys([0] * n_seeds), sample_args)
