@@ -173,9 +173,8 @@ def configure(config_files, bindings, seed=None):
   config.parse_config(config_files, bindings)
   # Which kernels every program of the run compiles to (`compiler.fast_compile`).
   config.construct(compiler.configure)
-  # Before the process's first computation: runs whose envs step on the host
-  # call their policy once a step and read it at once, so they dispatch inline;
-  # XLA computes on the cores the config leaves it (`cpu_threads.host_cores`).
+  # Before the process's first computation: runs on host envs read each policy
+  # call at once, so they dispatch inline; XLA gets `cpu_threads.host_cores`' cores.
   cpu_client.configure(inline=not jax_envs.is_jax_env(config.configured_env()),
                        host_cores=config.construct(cpu_client.host_cores_setting))
 

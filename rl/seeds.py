@@ -160,7 +160,7 @@ def train_together(runs):
   def dispatch(states, ahead):
     # Each seed's epoch number and what it implies (DQN's epsilon): resumed
     # seeds need not stand at the same epoch.
-    inputs = _stack([t.jax_epoch_inputs(ahead) for t in trainers])
+    inputs = _stack([t.epoch_args(t.epoch + 1 + ahead) for t in trainers])
     return epoch(*states, *inputs, lead.jax_epoch_steps)
 
   current = pending = None

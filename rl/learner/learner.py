@@ -63,15 +63,12 @@ class Learner:
     self.history = []
     self._history_bytes = history_lib.HistoryBytes()
     self.last_epoch = None  # set by the epoch loop: the last epoch is always evaluated
-    # What the epoch in progress does (the first epoch's progress lines); a
-    # JAX-native epoch run for several seeds at once (rl.seeds) compiles before
-    # its learners' run_epoch.
+    # What the epoch in progress does (the first epoch's progress lines).
     self.phase = 'compiling'
     # False when the caller evaluates this learner with others of its batch
     # (rl.seeds) and hands run_epoch the results.
     self.evaluates_alone = True
-    # perf_counter time the next JAX-native epoch is timed from: the end of
-    # the previous one's training and evaluation in this process (None: none).
+    # perf_counter time the next JAX-native epoch is timed from (the end of the last one's).
     self._timed_from = None
     # The collection key is the seed's; the training key draws the training
     # batches (and any sampling inside the losses' inputs).
@@ -200,10 +197,14 @@ class Learner:
     epoch E again reproduces the returns the run logged for epoch E. With
     `video_path` the first episode is also recorded there as an mp4.
     """
+    return self.task.evaluate(*self._eval_inputs(temperature, epoch, n_episodes),
+                              video_path=video_path)
+
+  def _eval_inputs(self, temperature, epoch, n_episodes):
+    """(policy, episodes, reset seed) of the evaluation after `epoch` (None: the current)."""
     epoch = self.epoch if epoch is None else epoch
-    n_episodes = n_episodes or self.options.n_eval_episodes
-    return self.task.evaluate(self.eval_policy(temperature, self.eval_key(temperature, epoch)),
-                              n_episodes, self.eval_seed(epoch), video_path=video_path)
+    return (self.eval_policy(temperature, self.eval_key(temperature, epoch)),
+            n_episodes or self.options.n_eval_episodes, self.eval_seed(epoch))
 
   def eval_key(self, temperature, epoch):
     """The sampling key of the evaluation after `epoch` at `temperature`: a pure function of
@@ -239,24 +240,17 @@ class Learner:
                                    self.options.n_eval_episodes)
 
   def evaluate(self, epoch=None, n_episodes=None, then=None):
-    """Mean eval return per eval temperature, keyed as in metrics.jsonl.
-
-    then: on JAX-native envs, called once every temperature's evaluation is
-    dispatched and before any is read (the next epoch is dispatched there,
-    to run on the device straight after them).
-    """
+    """Mean eval return per eval temperature, keyed as in metrics.jsonl. then: on JAX-native
+    envs, called between dispatching the evaluations and reading them (rl.learner.look_ahead)."""
     temperatures = self.options.eval_temperatures
-    if not self.task.jax_native:
-      return {metrics_lib.eval_key(t): float(np.mean(self.episode_returns(t, epoch, n_episodes)))
-              for t in temperatures}
-    epoch = self.epoch if epoch is None else epoch
-    n_episodes = n_episodes or self.options.n_eval_episodes
-    played = {t: self.task.play(self.eval_policy(t, self.eval_key(t, epoch)), n_episodes,
-                                self.eval_seed(epoch)) for t in temperatures}
-    if then is not None:
-      then()
-    return {metrics_lib.eval_key(t): float(np.mean(np.asarray(r, np.float64)))
-            for t, r in played.items()}
+    if self.task.jax_native:
+      played = {t: self.task.play(*self._eval_inputs(t, epoch, n_episodes)) for t in temperatures}
+      if then is not None:
+        then()
+      returns = {t: np.asarray(r, np.float64) for t, r in played.items()}
+    else:
+      returns = {t: self.episode_returns(t, epoch, n_episodes) for t in temperatures}
+    return {metrics_lib.eval_key(t): float(np.mean(r)) for t, r in returns.items()}
 
   # -- training ---------------------------------------------------------------------
 
@@ -303,11 +297,6 @@ class Learner:
     state, results, extra = self.algorithm.update(
         state._replace(acting=acting), self.algorithm.rollout_data(newest, replay, epoch))
     return state, carry, results, extra, (rollout.episode_return, rollout.ended), n_segments
-
-  def jax_epoch_inputs(self, ahead=0):
-    """`jax_epoch`'s inputs besides the states for the next epoch (or, with `ahead`, the one
-    that many after it): (sample_args, epoch)."""
-    return self.epoch_args(self.epoch + 1 + ahead)
 
   def epoch_args(self, epoch):
     """(sample_args, epoch) of `jax_epoch` for epoch number `epoch`."""
@@ -387,9 +376,8 @@ class Learner:
     if due and evaluation is not None:
       eval_metrics, _, eval_seconds = evaluation
     elif due:
-      # A learner that runs its own epochs dispatches the next one behind the evaluation.
-      eval_metrics = self.evaluate(
-          then=self.look_ahead.ahead if self.task.jax_native and outputs is None else None)
+      # A learner running its own epochs dispatches the next behind the evaluation.
+      eval_metrics = self.evaluate(then=self.look_ahead.ahead if outputs is None else None)
     evaluated = time.perf_counter()
     if eval_seconds is None:
       eval_seconds = evaluated - compiled
