@@ -5,8 +5,9 @@ seed (its own folder, checkpoints, metrics and log; rl.experiment.prepared_run).
 JAX-native envs every seed's whole epoch (collection, advantages, gradient
 steps) is the same pure function of that seed's state (RLTrainer.jax_epoch),
 so `train_together` stacks the seeds' states and runs that function under
-`jax.vmap`: one call per epoch for all of them, and likewise one call per
-evaluation (`evaluate_together`). Each seed then books its epoch as a lone
+`jax.vmap`: one call for all of them, several epochs to a call as a lone
+run's (rl.learner.look_ahead), and likewise one call per evaluation
+(`play_together`). Each seed then books its epoch as a lone
 run would (metrics, checkpoints, the stop at a target return), which is why
 each seed's folder resumes and reads like any other run's. A seed that stops
 early (its target reached) rides along in the batch, its results dropped,
@@ -15,6 +16,7 @@ program.
 """
 import os
 import time
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -26,6 +28,7 @@ from rl.errors import ConfigError
 from rl.errors import Interrupted
 from rl.errors import NonFiniteLossError
 from rl.errors import WriteFailed
+from rl.learner import look_ahead
 from rl.learner.state import ActingState
 
 # The most seeds one --seeds run takes. On JAX-native envs they all train in
@@ -89,12 +92,12 @@ def _stack(trees):
   return jax.tree_util.tree_map(lambda *leaves: jax.numpy.stack(leaves), *trees)
 
 
-def _evaluation_inputs(trainers, state, temperature):
+def _evaluation_inputs(trainers, state, temperature, ahead):
   """(acting function, params, acting states, reset seeds, sample_args) of every seed's
-  evaluation after its next epoch at `temperature`, stacked along the seeds; `state` is the
-  batch's stacked TrainState."""
+  evaluation after its epoch `ahead` epochs from now at `temperature`, stacked along the seeds;
+  `state` is the batch's stacked TrainState."""
   lead = trainers[0]
-  epochs = [t.epoch + 1 for t in trainers]
+  epochs = [t.epoch + ahead for t in trainers]
   acting = ActingState(_stack([t.eval_key(temperature, e) for t, e in zip(trainers, epochs)]),
                        state.acting.model_state)
   sample_args = _stack([t.algorithm.sampling_args(temperature, e)
@@ -107,38 +110,47 @@ def compile_evaluation(trainers, state):
   """Compiles the batch's evaluation programs (one per temperature) without playing them."""
   lead = trainers[0]
   for temperature in lead.options.eval_temperatures:
-    pure, params, acting, _, sample_args = _evaluation_inputs(trainers, state, temperature)
+    pure, params, acting, _, sample_args = _evaluation_inputs(trainers, state, temperature, 1)
     lead.task.compile_evaluation_seeds(pure, params, acting, sample_args,
                                        lead.options.n_eval_episodes)
 
 
-def evaluate_together(trainers, state, which, then=None):
-  """The evaluation after the next epoch of the seeds `which` (indices), played for every
-  seed of the batch in one vmapped call per temperature.
+def play_together(trainers, state, ahead):
+  """Dispatches the evaluation after every seed's epoch `ahead` epochs from now, for every seed
+  of the batch in one vmapped call per temperature: {temperature: returns [seeds, episodes],
+  a device array not waited for}.
 
-  Returns {i: (eval metrics, the evaluation's seconds, seed i's share of them)}, what
-  Learner.run_epoch takes as `evaluation`. A seed's returns are those it plays alone: the
-  same parameters, keys and reset seeds, in a vmapped copy of the same loop. then: called
-  once every call is dispatched and before any is read (the next epoch is dispatched
-  there, to run on the device straight after them).
+  A seed's returns are those it plays alone: the same parameters, keys and
+  reset seeds, in a vmapped copy of the same loop.
   """
-  start = time.perf_counter()
   lead = trainers[0]
   played = {}
   for temperature in lead.options.eval_temperatures:
     pure, params, acting, reset_seeds, sample_args = _evaluation_inputs(trainers, state,
-                                                                        temperature)
+                                                                        temperature, ahead)
     played[temperature] = lead.task.play_seeds(pure, params, acting, reset_seeds, sample_args,
                                                lead.options.n_eval_episodes)
-  if then is not None:
-    then()
+  return played
+
+
+def read_together(returns, which, seconds):
+  """{i: (eval metrics, seed i's share of the evaluation's `seconds`)} of the seeds `which`
+  (indices) from `play_together`'s returns read back, what Learner.run_epoch takes as
+  `evaluation`."""
   metrics = {i: {} for i in which}
-  for temperature, returns in played.items():
+  for temperature, returns in returns.items():
     returns = np.asarray(returns, np.float64)
     for i in which:
       metrics[i][metrics_lib.eval_key(temperature)] = float(np.mean(returns[i]))
-  seconds = time.perf_counter() - start
-  return {i: (metrics[i], seconds, seconds / len(which)) for i in which}
+  return {i: (metrics[i], seconds / len(which)) for i in which}
+
+
+class _Call(NamedTuple):
+  """The batch's epochs dispatched in one call, not yet read."""
+  n: int  # epochs per seed
+  outputs: tuple  # (stacked state, stacked carry, outputs [seeds, epochs, ...]), futures
+  played: dict  # play_together's returns after the call's last epochs, or None
+  evaluating: list  # the seeds (indices) that evaluate after the call's last epoch
 
 
 def train_together(runs):
@@ -149,68 +161,90 @@ def train_together(runs):
   # configs are the same, only their parameters and keys differ.
   for trainer in trainers[1:]:
     trainer.share_programs(lead)
-  # The seeds evaluate together, one vmapped program (evaluate_together).
+  # The seeds evaluate together, one vmapped program (play_together).
   together = len(trainers) > 1 and bool(lead.options.n_eval_episodes)
   for trainer in trainers:
     trainer.evaluates_alone = not together
   evaluation_compiled = not together
-  epoch = compiler.jit(jax.vmap(lead.jax_epoch, in_axes=(0, 0, 0, 0, None)), static_argnums=4)
+  program = compiler.jit(jax.vmap(
+      look_ahead.epochs_program(lead.jax_epoch, lead.jax_epoch_steps),
+      in_axes=(0, 0, 0, 0, None)))
   loops = [r.epoch_loop() for r in runs]
+  first_call = True
 
   def dispatch(states, ahead):
-    # Each seed's epoch number and what it implies (DQN's epsilon): resumed
-    # seeds need not stand at the same epoch.
-    inputs = _stack([t.epoch_args(t.epoch + 1 + ahead) for t in trainers])
-    return epoch(*states, *inputs, lead.jax_epoch_steps)
+    """The call of every seed's epochs from `ahead` epochs after its current one on, and the
+    evaluation behind it; None when no seed has epochs left there."""
+    nonlocal first_call
+    active = [(loop, t) for loop, t in zip(loops, trainers) if not loop.done]
+    if not any(t.epoch + ahead < loop.n_epochs for loop, t in active):
+      return None
+    # Each seed's epoch numbers and what they imply (DQN's epsilon): resumed
+    # seeds need not stand at the same epoch. The call ends where any seed's
+    # booking reads its state; the process's first call runs one epoch.
+    n = 1 if first_call else min(
+        look_ahead.call_length(t.epoch + 1 + ahead, loop.n_epochs, loop.needs_state)
+        for loop, t in active if t.epoch + ahead < loop.n_epochs)
+    first_call = False
+    inputs = _stack([look_ahead.call_inputs(t.epoch_args, t.epoch + 1 + ahead, n)
+                     for t in trainers])
+    outputs = program(*states, *inputs, np.int32(n))
+    evaluating = [i for i, (loop, t) in enumerate(zip(loops, trainers))
+                  if not loop.done and t.epoch + ahead + n <= loop.n_epochs
+                  and t.evaluates(t.epoch + ahead + n)]
+    played = (play_together(trainers, outputs[0], ahead + n)
+              if together and evaluating else None)
+    return _Call(n, outputs, played, evaluating)
 
   current = pending = None
   current_run = runs[0]
+  read_at = None  # perf_counter time the last call's read ended
   try:
     while not all(loop.done for loop in loops):
       start = time.perf_counter()
       loops[0].begin()  # the first epoch compiles: say so, with progress lines
-      # The states stay stacked on the device from one epoch to the next; a
-      # seed's own copy is written back only for its bookkeeping.
+      # The states stay stacked on the device from one call to the next; a
+      # seed's own copy is read back only for its bookkeeping.
       if current is None:
         current = (_stack([t.train_state for t in trainers]),
                    _stack([t.task.carry for t in trainers]))
-      outputs = pending if pending is not None else dispatch(current, 0)
-      current = outputs[:2]
-      # The next epoch, a function of this one's outputs only, starts on the
-      # device while this one is booked on the host (the numbers are those of
-      # one epoch after the other); behind the evaluation when seeds evaluate
-      # together (rl.learner.look_ahead). It is dropped if no seed needs it.
-      evaluating = [i for i, (loop, t) in enumerate(zip(loops, trainers))
-                    if not loop.done and t.evaluates(t.epoch + 1)]
-      more = any(not loop.done and t.epoch + 1 < loop.n_epochs
-                 for loop, t in zip(loops, trainers))
-      pending = None
-      if more and not evaluating:
-        pending = dispatch(current, 1)
       if not evaluation_compiled:
         compile_evaluation(trainers, current[0])  # in the first epoch, as a lone run does
         evaluation_compiled = True
-      evaluations = {}
-      if together and evaluating:
-        def dispatch_next():
-          nonlocal pending
-          pending = dispatch(current, 1) if more else None
-        evaluations = evaluate_together(trainers, current[0], evaluating, then=dispatch_next)
-      # Each seed's metrics; its states only for an epoch whose booking reads
-      # them (a checkpoint, the last, an evaluation played alone), read back
-      # once for all.
-      host, states = jax.device_get(outputs[2:]), None
-      for i, (run, loop, trainer) in enumerate(zip(runs, loops, trainers)):
-        if loop.done:
-          continue
-        mine = (None, None)
-        if loop.needs_state(trainer.epoch + 1, evaluations.get(i)):
-          states = jax.device_get(outputs[:2]) if states is None else states
-          mine = jax.tree_util.tree_map(lambda x, i=i: x[i], states)
-        mine += jax.tree_util.tree_map(lambda x, i=i: x[i], host)
-        current_run = run
-        loop.finish(run.learner.run_epoch(outputs=mine, started=start,
-                                          evaluation=evaluations.get(i)), start)
+      call = pending if pending is not None else dispatch(current, 0)
+      current = call.outputs[:2]
+      # The next call, a function of this one's outputs only, runs on the
+      # device while this one is booked on the host (the numbers are those of
+      # one epoch after the other), behind this one's evaluation.
+      pending = dispatch(current, call.n)
+      begun = start if read_at is None else min(start, read_at)
+      host = jax.device_get(call.outputs[2])
+      read_at = time.perf_counter()
+      # The evaluation runs on the device after the call: read after it, its
+      # seconds are its own, and the call's time is shared by its epochs.
+      seconds, evaluations = (read_at - begun) / call.n, {}
+      if call.played is not None:
+        returns = jax.device_get(call.played)
+        evaluated = time.perf_counter()
+        evaluations = read_together(returns, call.evaluating, evaluated - read_at)
+        read_at = evaluated
+      # Each seed's metrics; its state only for an epoch whose booking reads it
+      # (a checkpoint, the last, an evaluation played alone), read back once for all.
+      states = None
+      for j in range(call.n):
+        for i, (run, loop, trainer) in enumerate(zip(runs, loops, trainers)):
+          if loop.done:
+            continue
+          mine, evaluation = (None, None), None
+          if j == call.n - 1:
+            evaluation = evaluations.get(i)
+            if loop.needs_state(trainer.epoch + 1, evaluation):
+              states = jax.device_get(call.outputs[:2]) if states is None else states
+              mine = jax.tree_util.tree_map(lambda x, i=i: x[i], states)
+          mine += jax.tree_util.tree_map(lambda x, i=i, j=j: x[i][j], host)
+          current_run = run
+          loop.finish(run.learner.run_epoch(outputs=mine, seconds=seconds,
+                                            evaluation=evaluation), start)
     for run in runs:
       current_run = run
       run.checkpointer.wait()  # every seed's last checkpoint is on disk before the job says done

@@ -56,22 +56,24 @@ def test_an_evaluating_epoch_dispatches_the_next_behind_its_evaluation():
     calls.append('play')
     return play(*args)
 
-  def recorded_dispatch(epoch):
-    calls.append(epoch)
-    return dispatch(epoch)
+  def recorded_dispatch(first, n, state, carry):
+    calls.append((first, n))
+    return dispatch(first, n, state, carry)
   learner.task.play = recorded_play
   learner.look_ahead._dispatch = recorded_dispatch  # pylint: disable=protected-access
   pending = []
   for _ in range(6):
     record = learner.run_epoch()
     ahead = learner.look_ahead.pending
-    pending.append((record['epoch'], 'eval_return' in record, ahead and ahead.epoch))
-  # Epochs 2, 4 and 6 evaluate; every epoch but the last has the next on its way.
-  assert pending == [(1, False, 2), (2, True, 3), (3, False, 4), (4, True, 5),
-                     (5, False, 6), (6, True, None)]
-  # An evaluation goes to the device before the epoch after it, which would
-  # otherwise hold it up.
-  assert calls == [1, 2, 'play', 3, 4, 'play', 5, 6, 'play']
+    pending.append((record['epoch'], 'eval_return' in record, ahead and ahead.first))
+  # Epochs 2, 4 and 6 evaluate. The first call runs one epoch (it compiles);
+  # then each call runs up to the next evaluation, and the call after it is
+  # on its way while it is booked.
+  assert pending == [(1, False, 2), (2, True, 3), (3, False, 5), (4, True, 5),
+                     (5, False, None), (6, True, None)]
+  # An evaluation goes to the device straight behind its call, before the call
+  # after it, which would otherwise hold it up.
+  assert calls == [(1, 1), (2, 1), 'play', (3, 2), 'play', (5, 2), 'play']
 
 
 def test_the_first_epoch_compiles_the_evaluation_program_too():

@@ -1,4 +1,4 @@
-"""A `--seeds` batch evaluates its seeds in one vmapped program (rl.seeds.evaluate_together)."""
+"""A `--seeds` batch evaluates its seeds in one vmapped program (rl.seeds.play_together)."""
 import os
 
 import jax
@@ -31,11 +31,11 @@ def test_seeds_evaluated_together_score_as_alone():
                                  *[learner.train_state for learner in learners])
   seeds_lib.compile_evaluation(learners, state)
   with compilations() as made:
-    together = seeds_lib.evaluate_together(learners, state, [0, 2])
+    played = seeds_lib.play_together(learners, state, 1)  # after each seed's next epoch
   assert made == []  # compiled beforehand, as the batch's first epoch does
+  together = seeds_lib.read_together(jax.device_get(played), [0, 2], 0.5)
   assert sorted(together) == [0, 2]
-  metrics, seconds, share = together[0]
-  assert share == pytest.approx(seconds / 2)
+  assert together[0][1] == together[2][1] == 0.25  # each seed's share of the seconds
   alone = [learner.evaluate(epoch=2) for learner in learners]
   assert together[0][0] == alone[0] and together[2][0] == alone[2]
   assert alone[0] != alone[2]  # different seeds, different evaluations

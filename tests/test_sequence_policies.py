@@ -58,8 +58,11 @@ def apply(trainer, name, observation):
 def assert_real_steps_match(recomputed, stored, mask):
   real = np.asarray(mask) > 0
   assert real.sum() >= 8
-  np.testing.assert_allclose(np.asarray(recomputed)[real], np.asarray(stored)[real],
-                             rtol=1e-5, atol=1e-6)
+  stored = np.asarray(stored)[real]
+  # A batch of another size adds its products in another order: float32 rounding, relative
+  # to the largest value (a near-zero Q-value beside Q-values of ~100 differs in ~1e-4).
+  np.testing.assert_allclose(np.asarray(recomputed)[real], stored, rtol=1e-5,
+                             atol=1e-6 + 1e-5 * np.abs(stored).max())
 
 
 @pytest.mark.parametrize('trainer_class', [PPO, A2C])

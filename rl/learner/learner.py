@@ -9,8 +9,9 @@ The algorithm (rl.learner.algorithm.Algorithm) says which networks it trains,
 how it acts, what data an epoch trains on and how (`update`, a pure function
 of the TrainState). On gymnasium envs the host collects and then calls
 `update` in one compiled call; on JAX-native envs `jax_epoch` traces the
-collection and `update` into one program, and the next epoch is dispatched
-while the host books the current one (rl.learner.look_ahead).
+collection and `update` into one program, run several epochs to a call, and
+the next call is dispatched while the host books the current one
+(rl.learner.look_ahead).
 """
 import functools
 import time
@@ -63,13 +64,16 @@ class Learner:
     self.history = []
     self._history_bytes = history_lib.HistoryBytes()
     self.last_epoch = None  # set by the epoch loop: the last epoch is always evaluated
+    # Whether booking epoch number e reads the learner's state (a JAX-native
+    # call of several epochs ends there); the epoch loop adds its checkpoints.
+    self.reads_state = lambda e: self.evaluates(e) or e >= self.last_epoch
     # What the epoch in progress does (the first epoch's progress lines).
     self.phase = 'compiling'
     # False when the caller evaluates this learner with others of its batch
     # (rl.seeds) and hands run_epoch the results.
     self.evaluates_alone = True
-    # perf_counter time the next JAX-native epoch is timed from (the end of the last one's).
-    self._timed_from = None
+    # The first JAX-native epoch of the process compiles the evaluation too.
+    self._evaluation_compiled = False
     # The collection key is the seed's; the training key draws the training
     # batches (and any sampling inside the losses' inputs).
     seed_key, self.train_key = keys.seed_and_folded(task.seed, 2)
@@ -200,10 +204,11 @@ class Learner:
     return self.task.evaluate(*self._eval_inputs(temperature, epoch, n_episodes),
                               video_path=video_path)
 
-  def _eval_inputs(self, temperature, epoch, n_episodes):
-    """(policy, episodes, reset seed) of the evaluation after `epoch` (None: the current)."""
+  def _eval_inputs(self, temperature, epoch, n_episodes, state=None):
+    """(policy, episodes, reset seed) of the evaluation after `epoch` (None: the current)
+    with `state`'s policy (a TrainState; None: the learner's)."""
     epoch = self.epoch if epoch is None else epoch
-    return (self.eval_policy(temperature, self.eval_key(temperature, epoch)),
+    return (self.eval_policy(temperature, self.eval_key(temperature, epoch), epoch, state),
             n_episodes or self.options.n_eval_episodes, self.eval_seed(epoch))
 
   def eval_key(self, temperature, epoch):
@@ -213,11 +218,14 @@ class Learner:
     index = temperatures.index(temperature) if temperature in temperatures else len(temperatures)
     return keys.seed_and_folded(self.task.seed, 1_000_003 * epoch + index)[1]
 
-  def eval_policy(self, temperature, key):
-    """A policy at `temperature` with its own key stream; normaliser statistics frozen."""
-    return self.actor.eval_policy(self.acting_params, ActingState(key, self.acting.model_state),
-                                  temperature,
-                                  self.algorithm.sampling_args(temperature, self.epoch))
+  def eval_policy(self, temperature, key, epoch=None, state=None):
+    """A policy at `temperature` with its own key stream; normaliser statistics frozen.
+    state: the TrainState whose policy plays (None: the learner's); epoch: its epoch."""
+    state = self.train_state if state is None else state
+    epoch = self.epoch if epoch is None else epoch
+    return self.actor.eval_policy(state.nets[self.acting_name]['params'],
+                                  ActingState(key, state.acting.model_state), temperature,
+                                  self.algorithm.sampling_args(temperature, epoch))
 
   def evaluates(self, epoch):
     """Whether epoch number `epoch` ends with an evaluation (every eval_every, and the last)."""
@@ -239,18 +247,17 @@ class Learner:
       self.task.compile_evaluation(self.eval_policy(temperature, key),
                                    self.options.n_eval_episodes)
 
-  def evaluate(self, epoch=None, n_episodes=None, then=None):
-    """Mean eval return per eval temperature, keyed as in metrics.jsonl. then: on JAX-native
-    envs, called between dispatching the evaluations and reading them (rl.learner.look_ahead)."""
-    temperatures = self.options.eval_temperatures
-    if self.task.jax_native:
-      played = {t: self.task.play(*self._eval_inputs(t, epoch, n_episodes)) for t in temperatures}
-      if then is not None:
-        then()
-      returns = {t: np.asarray(r, np.float64) for t, r in played.items()}
-    else:
-      returns = {t: self.episode_returns(t, epoch, n_episodes) for t in temperatures}
+  def evaluate(self, epoch=None, n_episodes=None):
+    """Mean eval return per eval temperature, keyed as in metrics.jsonl."""
+    returns = {t: self.episode_returns(t, epoch, n_episodes)
+               for t in self.options.eval_temperatures}
     return {metrics_lib.eval_key(t): float(np.mean(r)) for t, r in returns.items()}
+
+  def play_evaluation(self, state, epoch):
+    """On JAX-native envs, dispatches the evaluation after `epoch` of the TrainState `state`
+    (futures allowed): {temperature: its returns, a device array not waited for}."""
+    return {t: self.task.play(*self._eval_inputs(t, epoch, None, state))
+            for t in self.options.eval_temperatures}
 
   # -- training ---------------------------------------------------------------------
 
@@ -259,15 +266,16 @@ class Learner:
     state, results, extra = self.algorithm.update(state, data)
     return state, (results, extra)
 
-  def epoch_metrics(self, results, extra, start):
-    """The host metrics of `update`'s outputs, read back already.
+  def epoch_metrics(self, results, extra, seconds):
+    """The host metrics of `update`'s outputs, read back already, of an epoch that trained
+    for `seconds`.
 
     Raises NonFiniteLossError on a NaN or infinite loss, weight norm or metric.
     """
     metrics = {}
     prefixes = self.algorithm.metric_prefixes
     for name, result in results.items():
-      metrics.update(prefix_network_metrics(self.networks[name].results(result, start),
+      metrics.update(prefix_network_metrics(self.networks[name].results(result, seconds),
                                             prefixes.get(name, '')))
     metrics.update({k: float(v) for k, v in extra.items()})
     return metrics
@@ -278,7 +286,7 @@ class Learner:
     state, to_host = self._update(self.train_state, self.algorithm.epoch_data(self.epoch))
     results, extra = jax.device_get(to_host)
     self.train_state = state
-    return self.epoch_metrics(results, extra, start)
+    return self.epoch_metrics(results, extra, time.perf_counter() - start)
 
   def jax_epoch(self, state, carry, sample_args, epoch, n_steps):
     """Collect `n_steps` steps of every JAX-native env and train on them, pure.
@@ -307,81 +315,67 @@ class Learner:
     """Steps per env of a JAX-native epoch (`jax_epoch`'s static n_steps)."""
     return self.options.n_interactions // self.task.n_envs
 
-  def collect_and_train(self, outputs=None, start=None, dispatch_next=True):
-    """One epoch on JAX-native envs: one compiled call, then host bookkeeping.
+  def collect_and_train(self, outputs, seconds):
+    """Books one JAX-native epoch from `jax_epoch`'s outputs, read back already.
 
-    outputs: `jax_epoch`'s outputs for this learner if already computed, by a
-    call that began at `start` (perf_counter); their states may be None
-    (rl.seeds hands a learner its state only for the epochs that read it).
-    dispatch_next: start the next epoch before reading this one
-    (rl.learner.look_ahead). Returns (collection stats, training metrics) as
-    `collect` and `train_epoch` do on the host.
+    outputs: (state, carry, results, extra, (episode_returns, ended),
+    n_segments); state and carry are None for an epoch whose booking does not
+    read them (rl.learner.look_ahead, rl.seeds). seconds: the epoch's time.
+    Returns (collection stats, training metrics) as `collect` and
+    `train_epoch` do on the host.
     """
-    start = time.perf_counter() if start is None else start
-    if outputs is None:
-      # Which moves the learner to the epoch's state.
-      outputs = self.look_ahead.outputs(dispatch_next)
-    elif outputs[0] is not None:
+    if outputs[0] is not None:
       self.train_state, self.task.carry = outputs[0], outputs[1]
     _, _, results, extra, (returns, ended), n_segments = outputs
-    results, extra, returns, ended, n_segments = jax.device_get(
-        (results, extra, returns, ended, n_segments))
     # Episodes in the order they ended (step-major, then env), as on the host.
-    episode_returns = [float(r) for r in returns[ended]]
+    episode_returns = [float(r) for r in np.asarray(returns)[np.asarray(ended)]]
     n_steps = self.options.n_interactions
     self.task.record_epoch(n_steps, n_segments, episode_returns)
     stats = {'episode_returns': episode_returns, 'env_steps': n_steps,
              'n_trajectories': int(n_segments)}
-    return stats, self.epoch_metrics(results, extra, start)
+    return stats, self.epoch_metrics(results, extra, seconds)
 
-  def run_epoch(self, outputs=None, started=None, evaluation=None):
+  def run_epoch(self, outputs=None, seconds=None, evaluation=None):
     """Collect, train, evaluate: one epoch. Returns its metrics record.
 
-    outputs, started: on JAX-native envs, this learner's outputs of
-    `jax_epoch` when the caller has already run it (rl.seeds runs many seeds'
-    at once), and the perf_counter time that call began. evaluation: this
-    epoch's evaluation when the caller has played it before this call (rl.seeds
-    evaluates a batch's seeds together): (the eval metrics, the seconds of
-    the whole evaluation, which the epoch's training time leaves out, and
-    this seed's share of them, its time_eval).
+    On JAX-native envs, a caller that runs many seeds' epochs at once
+    (rl.seeds) hands over this learner's: outputs, this epoch's `jax_epoch`
+    outputs read back (its state None unless the booking reads it); seconds,
+    the epoch's time; evaluation, (eval metrics, this seed's share of their
+    seconds) when it played this epoch's evaluation with the other seeds'.
     """
     self.epoch += 1
-    start = time.perf_counter() if started is None else started
-    options = self.options
-    due = self.evaluates(self.epoch)
+    start = time.perf_counter()
+    eval_metrics, eval_seconds = {}, 0.0
     if self.task.jax_native:
       # Collection and training are one compiled call, timed as training.
-      # With the look-ahead, an epoch's program runs while the host books the
-      # one before, so it is timed from the end of that one's training and
-      # evaluation: the run's throughput, whatever overlapped.
-      if self._timed_from is not None:
-        start = min(start, self._timed_from)
-      if due and evaluation is not None:
-        start += evaluation[1]
-      collected = start
       self.phase = 'collecting and training (one program)'
-      stats, train_metrics = self.collect_and_train(outputs, start, dispatch_next=not due)
+      if not self._evaluation_compiled:
+        self.compile_evaluation()  # the process's first epoch compiles every program
+        self._evaluation_compiled = True
+      if outputs is None:
+        outputs, seconds, evaluation = self.look_ahead.take(self.epoch, start)
+      stats, train_metrics = self.collect_and_train(outputs, seconds)
+      collect_seconds, train_seconds = 0.0, seconds
+      if evaluation is not None:
+        eval_metrics, eval_seconds = evaluation
+      elif self.evaluates(self.epoch):  # a caller's epoch, evaluated alone
+        self.phase = 'evaluating'
+        evaluated = time.perf_counter()
+        eval_metrics = self.evaluate()
+        eval_seconds = time.perf_counter() - evaluated
     else:
       self.phase = 'collecting'
       stats = self.collect(epoch_id=self.epoch)
       collected = time.perf_counter()
       self.phase = 'training'
-      train_metrics = {} if options.only_eval else self.train_epoch()
-    trained = time.perf_counter()
-    if self._timed_from is None:
-      self.compile_evaluation()  # the process's first epoch compiles every program
-    compiled = time.perf_counter()
-    self.phase = 'evaluating'
-    eval_metrics, eval_seconds = {}, None
-    if due and evaluation is not None:
-      eval_metrics, _, eval_seconds = evaluation
-    elif due:
-      # A learner running its own epochs dispatches the next behind the evaluation.
-      eval_metrics = self.evaluate(then=self.look_ahead.ahead if outputs is None else None)
-    evaluated = time.perf_counter()
-    if eval_seconds is None:
-      eval_seconds = evaluated - compiled
-    self._timed_from = evaluated
+      train_metrics = {} if self.options.only_eval else self.train_epoch()
+      trained = time.perf_counter()
+      if self.evaluates(self.epoch):
+        self.phase = 'evaluating'
+        eval_metrics = self.evaluate()
+      collect_seconds, train_seconds = collected - start, trained - collected
+      eval_seconds = time.perf_counter() - trained
     returns = stats['episode_returns']
     return {
         'epoch': self.epoch,
@@ -390,9 +384,8 @@ class Learner:
         'train_return': float(np.mean(returns)) if returns else float('nan'),
         **eval_metrics,
         **train_metrics,
-        'time_collect': collected - start,
-        'time_train': trained - collected,
+        'time_collect': collect_seconds,
+        'time_train': train_seconds,
         'time_eval': eval_seconds,
-        'env_steps_per_second': stats['env_steps'] / max((collected - start) or
-                                                         (trained - start), 1e-9),
+        'env_steps_per_second': stats['env_steps'] / max(collect_seconds or train_seconds, 1e-9),
     }

@@ -46,6 +46,8 @@ class EpochLoop:
     # Throughput since the last console line: (clock, env steps, eval seconds since).
     self._since = None
     learner.last_epoch = n_epochs
+    # A JAX-native call of several epochs ends where booking reads the state.
+    learner.reads_state = self.needs_state
     history = learner.history
     self.done = learner.epoch >= n_epochs or bool(history and self._reached(history[-1]))
 
