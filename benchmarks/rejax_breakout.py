@@ -1,7 +1,8 @@
 """rejax's PPO on gymnax Breakout-MinAtar at rejax's `breakout_1m` settings: env steps per second.
 
 rejax is not a dependency of rl: run this with the python of a separate venv
-that has it (`python -m venv /tmp/rejax && /tmp/rejax/bin/pip install rejax`):
+that has it, with the gymnax it is written for (its steps return 5 values):
+`python -m venv /tmp/rejax && /tmp/rejax/bin/pip install rejax 'gymnax<1.0'`;
   /tmp/rejax/bin/python benchmarks/rejax_breakout.py [--total_timesteps 200000]
 benchmarks/jax_native_throughput.py --rejax_python /tmp/rejax/bin/python runs it
 beside rl. The whole training (rejax evaluates inside it every eval_freq env

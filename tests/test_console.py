@@ -145,7 +145,8 @@ class FakeLearner:
     self.epoch += 1
     self.clock.now += 1.0
     self.task.n_interactions += 100
-    record = {'epoch': self.epoch, 'env_steps': self.task.n_interactions, 'train_return': 1.0}
+    record = {'epoch': self.epoch, 'env_steps': self.task.n_interactions, 'train_return': 1.0,
+              'time_collect': 0.5, 'time_train': 0.5}
     if self.epoch % 5 == 0 or self.epoch == self.last_epoch:
       record.update(eval_return=2.0, time_eval=0.0)
     return record
@@ -206,4 +207,25 @@ def test_throughput_leaves_out_the_seconds_of_evaluation():
   loop_lib.run(loop)
   epoch_lines = [l for l in lines if ' | ' in l]
   assert 'steps/s' not in epoch_lines[0]  # the first epoch compiles: no throughput
+  assert all('| 100 steps/s |' in l for l in epoch_lines[1:]), epoch_lines
+
+
+def test_throughput_of_epochs_booked_together_is_their_own():
+  """A JAX-native call's epochs are read at once and booked in a burst: each line's
+  throughput is over the epochs' own seconds, not the clock between the lines."""
+  clock = Clock()
+  learner = FakeLearner(clock)
+  run_epoch = learner.run_epoch
+
+  def in_calls_of_four():
+    record = run_epoch()
+    clock.now += 3.0 if learner.epoch % 4 == 1 else -1.0  # a call's 4 s, all at its first
+    return record
+  learner.run_epoch = in_calls_of_four
+  lines = []
+  loop = loop_lib.EpochLoop(learner, 12, log=lambda line, **_: lines.append(line),
+                            console=console.console_settings(verbose=True, progress_seconds=0),
+                            clock=clock)
+  loop_lib.run(loop)
+  epoch_lines = [l for l in lines if ' | ' in l]
   assert all('| 100 steps/s |' in l for l in epoch_lines[1:]), epoch_lines

@@ -43,7 +43,7 @@ class EpochLoop:
     self._heartbeat = None
     # The first epoch this process runs compiles the jitted steps.
     self._first_epoch = None
-    # Throughput since the last console line: (clock, env steps, eval seconds since).
+    # Throughput since the last console line: (env steps then, the epochs' seconds since).
     self._since = None
     learner.last_epoch = n_epochs
     # A JAX-native call of several epochs ends where booking reads the state.
@@ -131,12 +131,17 @@ class EpochLoop:
 
   def _console_line(self, record, first, evaluated, last):
     """The epoch's line: to the console when due (first, last, evaluating, or its interval
-    passed), else to log.txt only."""
-    now, eval_seconds = self.clock(), record.get('time_eval', 0.0) if evaluated else 0.0
-    steps_per_second = None
+    passed), else to log.txt only.
+
+    Its throughput counts the env steps since the last line shown over the
+    epochs' own collection and training seconds (evaluation left out), not the
+    clock between the lines: a JAX-native call's epochs are booked together
+    (rl.learner.look_ahead), each with its share of the call's time.
+    """
+    steps_per_second, seconds = None, None
     if self._since is not None:
-      then, steps, evals = self._since
-      seconds = now - then - evals - eval_seconds
+      steps, seconds = self._since
+      seconds += record.get('time_collect', 0.0) + record.get('time_train', 0.0)
       steps_per_second = (record['env_steps'] - steps) / seconds if seconds > 0 else None
     options = self.learner.options
     plain, evaluating = time_left_lib.epochs_left(self.learner.epoch, self.n_epochs,
@@ -150,9 +155,9 @@ class EpochLoop:
     else:
       self._log(line, quiet=True)
     if shown or self._since is None:
-      self._since = (now, record['env_steps'], 0.0)
+      self._since = (record['env_steps'], 0.0)
     else:
-      self._since = (self._since[0], self._since[1], self._since[2] + eval_seconds)
+      self._since = (self._since[0], seconds)
 
 
 def run(loop):
