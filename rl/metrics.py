@@ -14,6 +14,8 @@ import json
 import math
 import os
 
+import numpy as np
+
 from rl.errors import WriteFailed
 from rl.errors import write_failure_reason
 from rl.console import elapsed
@@ -28,6 +30,11 @@ TIMING_KEYS = ('time_collect', 'time_eval', 'time_train', 'time_compile',
 def eval_key(temperature):
   """The metrics key of the eval return at `temperature` (0 is plain eval_return)."""
   return 'eval_return' if temperature == 0 else f'eval_return_temperature_{temperature:g}'
+
+
+def eval_metrics(returns):
+  """{eval_key(temperature): mean return} of {temperature: the episodes' returns}."""
+  return {eval_key(t): float(np.mean(np.asarray(r, np.float64))) for t, r in returns.items()}
 
 
 def clean(record):

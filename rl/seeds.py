@@ -137,12 +137,8 @@ def read_together(returns, which, seconds):
   """{i: (eval metrics, seed i's share of the evaluation's `seconds`)} of the seeds `which`
   (indices) from `play_together`'s returns read back, what Learner.run_epoch takes as
   `evaluation`."""
-  metrics = {i: {} for i in which}
-  for temperature, returns in returns.items():
-    returns = np.asarray(returns, np.float64)
-    for i in which:
-      metrics[i][metrics_lib.eval_key(temperature)] = float(np.mean(returns[i]))
-  return {i: (metrics[i], seconds / len(which)) for i in which}
+  return {i: (metrics_lib.eval_metrics({t: r[i] for t, r in returns.items()}),
+              seconds / len(which)) for i in which}
 
 
 class _Call(NamedTuple):

@@ -187,6 +187,16 @@ def test_time_left_of_a_seed_counts_the_seeds_after_it():
   assert lines[-1].endswith('| left 0:06')
 
 
+def verbose_epoch_lines(learner, n_epochs, clock):
+  """The epoch lines of an EpochLoop run of `learner` with every line shown."""
+  lines = []
+  loop = loop_lib.EpochLoop(learner, n_epochs, log=lambda line, **_: lines.append(line),
+                            console=console.console_settings(verbose=True, progress_seconds=0),
+                            clock=clock)
+  loop_lib.run(loop)
+  return [l for l in lines if ' | ' in l]
+
+
 def test_throughput_leaves_out_the_seconds_of_evaluation():
   """An evaluation that compiles for 10 s (gymnax's first) is not counted as env steps' time."""
   clock = Clock()
@@ -200,12 +210,7 @@ def test_throughput_leaves_out_the_seconds_of_evaluation():
       record['time_eval'] = 10.0
     return record
   learner.run_epoch = slow_evaluation
-  lines = []
-  loop = loop_lib.EpochLoop(learner, 6, log=lambda line, **_: lines.append(line),
-                            console=console.console_settings(verbose=True, progress_seconds=0),
-                            clock=clock)
-  loop_lib.run(loop)
-  epoch_lines = [l for l in lines if ' | ' in l]
+  epoch_lines = verbose_epoch_lines(learner, 6, clock)
   assert 'steps/s' not in epoch_lines[0]  # the first epoch compiles: no throughput
   assert all('| 100 steps/s |' in l for l in epoch_lines[1:]), epoch_lines
 
@@ -222,10 +227,5 @@ def test_throughput_of_epochs_booked_together_is_their_own():
     clock.now += 3.0 if learner.epoch % 4 == 1 else -1.0  # a call's 4 s, all at its first
     return record
   learner.run_epoch = in_calls_of_four
-  lines = []
-  loop = loop_lib.EpochLoop(learner, 12, log=lambda line, **_: lines.append(line),
-                            console=console.console_settings(verbose=True, progress_seconds=0),
-                            clock=clock)
-  loop_lib.run(loop)
-  epoch_lines = [l for l in lines if ' | ' in l]
+  epoch_lines = verbose_epoch_lines(learner, 12, clock)
   assert all('| 100 steps/s |' in l for l in epoch_lines[1:]), epoch_lines

@@ -251,7 +251,7 @@ class Learner:
     """Mean eval return per eval temperature, keyed as in metrics.jsonl."""
     returns = {t: self.episode_returns(t, epoch, n_episodes)
                for t in self.options.eval_temperatures}
-    return {metrics_lib.eval_key(t): float(np.mean(r)) for t, r in returns.items()}
+    return metrics_lib.eval_metrics(returns)
 
   def play_evaluation(self, state, epoch):
     """On JAX-native envs, dispatches the evaluation after `epoch` of the TrainState `state`

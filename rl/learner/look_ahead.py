@@ -177,8 +177,7 @@ class LookAhead:
     if call.played is not None:
       returns = jax.device_get(call.played)
       self._read_at = time.perf_counter()
-      evaluation = ({metrics_lib.eval_key(t): float(np.mean(np.asarray(r, np.float64)))
-                     for t, r in returns.items()}, self._read_at - read)
+      evaluation = (metrics_lib.eval_metrics(returns), self._read_at - read)
     else:
       self._read_at = read
     self.current = _Read(call, host, (read - begun) / call.n, evaluation)
