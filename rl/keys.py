@@ -16,9 +16,12 @@ from rl.errors import ConfigError
 IMPL = 'threefry2x32'
 
 
-@compiler.jit
-def _seed_key(seed):
+def _key_of(seed):
   return jax.random.key(seed, impl=IMPL)
+
+
+_seed_key = compiler.jit(_key_of)
+_seed_keys = compiler.jit(jax.vmap(_key_of))
 
 
 def seed_word(seed):
@@ -38,10 +41,13 @@ def seed_key(seed):
   return _seed_key(seed_word(seed))
 
 
-@compiler.jit
-def _seed_and_folded(seed, data):
+def _key_and_folded(seed, data):
   key = jax.random.key(seed, impl=IMPL)
   return key, jax.random.fold_in(key, data)
+
+
+_seed_and_folded = compiler.jit(_key_and_folded)
+_seeds_and_folded = compiler.jit(jax.vmap(_key_and_folded))
 
 
 def seed_and_folded(seed, data):
@@ -50,6 +56,34 @@ def seed_and_folded(seed, data):
   The same keys as `seed_key(seed)` and `jax.random.fold_in(seed_key(seed), data)`.
   """
   return _seed_and_folded(seed_word(seed), np.uint32(data))
+
+
+def seed_keys(seeds):
+  """[n] keys, `seed_key` of each integer seed, made in one compiled call."""
+  return _seed_keys(np.array([seed_word(seed) for seed in seeds]))
+
+
+def folded_keys(seeds, data):
+  """[n] keys, `seed_and_folded(seeds[i], data[i])[1]` for each i, made in one compiled call.
+
+  One call rather than n matters where calls queue behind a long one: a
+  CPU device holds some 32 computations in flight and makes the next
+  dispatch wait until the oldest is done (a --seeds batch's evaluation
+  inputs, dispatched behind its epochs).
+  """
+  return _seeds_and_folded(np.array([seed_word(seed) for seed in seeds]),
+                           np.array([np.uint32(d) for d in data]))[1]
+
+
+def is_key(x):
+  """Whether `x` is an array of typed PRNG keys."""
+  return hasattr(x, 'dtype') and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def wrap_words(words):
+  """The keys of raw uint32 words (numpy) of this module's keys, made without a device
+  computation (one would wait behind the calls queued on the device)."""
+  return jax.random.wrap_key_data(np.asarray(words, np.uint32), impl=IMPL)
 
 
 def to_data(key):

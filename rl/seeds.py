@@ -14,6 +14,7 @@ early (its target reached) rides along in the batch, its results dropped,
 until the others are done: the batch keeps its shape and so its compiled
 program.
 """
+import collections
 import os
 import time
 from typing import NamedTuple
@@ -22,6 +23,7 @@ import jax
 import numpy as np
 
 from rl import compiler
+from rl import keys
 from rl import metrics as metrics_lib
 from rl.envs.task import MAX_SEED
 from rl.errors import ConfigError
@@ -36,6 +38,12 @@ from rl.learner.state import ActingState
 # they run one after the other in one process. Far more than this is a typo
 # (0-100000) rather than an experiment; a sweep (launch.sweep) spreads more.
 MAX_SEEDS = 1024
+
+
+# Calls dispatched beyond the one being booked. A checkpoint of 8 seeds
+# takes the host several calls' time (docs/performance.md); the device works
+# through the queued calls meanwhile.
+CALLS_AHEAD = 2
 
 
 def parse_seeds(text):
@@ -92,16 +100,45 @@ def _stack(trees):
   return jax.tree_util.tree_map(lambda *leaves: jax.numpy.stack(leaves), *trees)
 
 
+def _stack_host(trees):
+  # On the host: a device stack would be one more computation per leaf in
+  # the queue behind the batch's epochs (keys.folded_keys).
+  return jax.tree_util.tree_map(lambda *leaves: np.stack(leaves), *trees)
+
+
+def _read_states(states):
+  """The batch's stacked states read back to numpy, typed keys as their raw words.
+
+  Slicing a seed's part out of a device array would be a computation, which
+  waits behind the calls queued on the device; numpy slices cost nothing.
+  """
+  return jax.device_get(jax.tree_util.tree_map(
+      lambda x: _RawKeys(jax.random.key_data(x)) if keys.is_key(x) else x, states))
+
+
+class _RawKeys(NamedTuple):
+  """A stacked key array's raw words (a pytree node, so read back with the rest)."""
+  words: np.ndarray
+
+
+def _seed_states(states, i):
+  """Seed i's part of `_read_states`' states: numpy arrays, and keys made from their words
+  (on the host, no computation)."""
+  return jax.tree_util.tree_map(
+      lambda x: keys.wrap_words(x.words[i]) if isinstance(x, _RawKeys) else x[i], states,
+      is_leaf=lambda x: isinstance(x, _RawKeys))
+
+
 def _evaluation_inputs(trainers, state, temperature, ahead):
   """(acting function, params, acting states, reset seeds, sample_args) of every seed's
   evaluation after its epoch `ahead` epochs from now at `temperature`, stacked along the seeds;
   `state` is the batch's stacked TrainState."""
   lead = trainers[0]
   epochs = [t.epoch + ahead for t in trainers]
-  acting = ActingState(_stack([t.eval_key(temperature, e) for t, e in zip(trainers, epochs)]),
-                       state.acting.model_state)
-  sample_args = _stack([t.algorithm.sampling_args(temperature, e)
-                        for t, e in zip(trainers, epochs)])
+  seeds, data = zip(*[t.eval_key_words(temperature, e) for t, e in zip(trainers, epochs)])
+  acting = ActingState(keys.folded_keys(seeds, data), state.acting.model_state)
+  sample_args = _stack_host([t.algorithm.sampling_args(temperature, e)
+                             for t, e in zip(trainers, epochs)])
   return (lead.actor.eval_pure(temperature), state.nets[lead.acting_name]['params'], acting,
           [t.eval_seed(e) for t, e in zip(trainers, epochs)], sample_args)
 
@@ -182,8 +219,8 @@ def train_together(runs):
         look_ahead.call_length(t.epoch + 1 + ahead, loop.n_epochs, loop.needs_state)
         for loop, t in active if t.epoch + ahead < loop.n_epochs)
     first_call = False
-    inputs = _stack([look_ahead.call_inputs(t.epoch_args, t.epoch + 1 + ahead, n)
-                     for t in trainers])
+    inputs = _stack_host([look_ahead.call_inputs(t.epoch_args, t.epoch + 1 + ahead, n)
+                          for t in trainers])
     outputs = program(*states, *inputs, np.int32(n))
     evaluating = [i for i, (loop, t) in enumerate(zip(loops, trainers))
                   if not loop.done and t.epoch + ahead + n <= loop.n_epochs
@@ -192,7 +229,7 @@ def train_together(runs):
               if together and evaluating else None)
     return _Call(n, outputs, played, evaluating)
 
-  current = pending = None
+  current, queued = None, collections.deque()
   current_run = runs[0]
   read_at = None  # perf_counter time the last call's read ended
   try:
@@ -207,12 +244,19 @@ def train_together(runs):
       if not evaluation_compiled:
         compile_evaluation(trainers, current[0])  # in the first epoch, as a lone run does
         evaluation_compiled = True
-      call = pending if pending is not None else dispatch(current, 0)
+      call = queued.popleft() if queued else dispatch(current, 0)
       current = call.outputs[:2]
-      # The next call, a function of this one's outputs only, runs on the
-      # device while this one is booked on the host (the numbers are those of
-      # one epoch after the other), behind this one's evaluation.
-      pending = dispatch(current, call.n)
+      # The next calls, each a function of the one before's outputs only, run
+      # on the device while this one is booked on the host (the numbers are
+      # those of one epoch after the other), each behind its predecessor's
+      # evaluation: CALLS_AHEAD of them, so that a checkpoint of every seed
+      # (a few calls' worth of host work) leaves the device busy.
+      while len(queued) < CALLS_AHEAD:
+        last = queued[-1] if queued else call
+        following = dispatch(last.outputs[:2], call.n + sum(c.n for c in queued))
+        if following is None:
+          break
+        queued.append(following)
       begun = start if read_at is None else min(start, read_at)
       host = jax.device_get(call.outputs[2])
       read_at = time.perf_counter()
@@ -235,8 +279,8 @@ def train_together(runs):
           if j == call.n - 1:
             evaluation = evaluations.get(i)
             if loop.needs_state(trainer.epoch + 1, evaluation):
-              states = jax.device_get(call.outputs[:2]) if states is None else states
-              mine = jax.tree_util.tree_map(lambda x, i=i: x[i], states)
+              states = _read_states(call.outputs[:2]) if states is None else states
+              mine = _seed_states(states, i)
           mine += jax.tree_util.tree_map(lambda x, i=i, j=j: x[i][j], host)
           current_run = run
           loop.finish(run.learner.run_epoch(outputs=mine, seconds=seconds,

@@ -52,3 +52,20 @@ def test_seed_key_is_the_op_by_op_key_of_the_seed_over_the_whole_range():
   for seed in (2**32, -2**31 - 1):
     with pytest.raises(ConfigError, match='out of range'):
       keys.seed_key(seed)
+
+
+def test_keys_made_together_are_those_made_one_by_one():
+  seeds, data = [0, 7, 2**32 - 1], [2, 1_000_003 * 9 + 1, 5]
+  np.testing.assert_array_equal(
+      keys.to_data(keys.folded_keys(seeds, data)),
+      np.stack([keys.to_data(keys.seed_and_folded(s, d)[1]) for s, d in zip(seeds, data)]))
+  np.testing.assert_array_equal(keys.to_data(keys.seed_keys(seeds)),
+                                np.stack([keys.to_data(keys.seed_key(s)) for s in seeds]))
+
+
+def test_keys_wrapped_from_their_words_draw_the_same_numbers():
+  key = jax.random.fold_in(keys.seed_key(4), 3)
+  assert keys.is_key(key) and not keys.is_key(keys.to_data(key)) and not keys.is_key(1.0)
+  wrapped = keys.wrap_words(keys.to_data(key))
+  assert keys.is_key(wrapped)
+  np.testing.assert_array_equal(jax.random.uniform(wrapped, (3,)), jax.random.uniform(key, (3,)))

@@ -96,3 +96,15 @@ def test_seed_3_is_the_same_alone_and_in_two_batches(tmp_path, recorded):
     jax.tree_util.tree_map(
         lambda got, want: np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6),
         after, alone_params)
+
+
+def test_a_seeds_state_read_from_the_batch_is_its_slice_keys_included():
+  from rl import keys  # pylint: disable=import-outside-toplevel
+  stacked = ({'w': jax.numpy.arange(12.).reshape(3, 4),
+              'key': jax.random.split(keys.seed_key(1), 3)}, jax.numpy.array([5, 6, 7]))
+  for i in range(3):
+    mine = seeds_lib._seed_states(seeds_lib._read_states(stacked), i)
+    np.testing.assert_array_equal(mine[0]['w'], np.asarray(stacked[0]['w'][i]))
+    assert mine[1] == 5 + i and isinstance(mine[0]['w'], np.ndarray)
+    assert keys.is_key(mine[0]['key'])
+    np.testing.assert_array_equal(keys.to_data(mine[0]['key']), keys.to_data(stacked[0]['key'][i]))

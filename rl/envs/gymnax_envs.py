@@ -310,6 +310,29 @@ def replay_slices(replay):
       flat(epochs.traj_start + offset), flat(epochs.traj_rows))
 
 
+def step_without_reset(env):
+  """env's step(key, state, action, params) -> (obs, state, reward, terminated, truncated)
+  without the auto-reset of gymnax's `Environment.step`, for episodes played once.
+
+  An evaluation stops counting an env at its episode's end, so the reset
+  that gymnax's step computes at every step (and keeps only at an end) is
+  half of the play loop's work for nothing. The step's own key is the one
+  gymnax's step hands `step_env` (the first of the key's split), so a
+  running episode goes exactly as under `env.step`
+  (tests/test_gymnax_play.py). An env whose class has its own `step`
+  (e.g. bsuite's DeepSea), or is no gymnax Environment, keeps that step.
+  """
+  from gymnax.environments import environment  # pylint: disable=import-outside-toplevel
+  if getattr(type(env), 'step', None) is not environment.Environment.step:
+    return lambda key, state, action, params: env.step(key, state, action, params)[:5]
+
+  def step(key, state, action, params):
+    step_key, _ = jax.random.split(key)
+    obs, state, reward, terminated, _ = env.step_env(step_key, state, action, params)
+    return obs, state, reward, terminated, env.is_truncated(state, params)
+  return step
+
+
 def play(env, params, action_space, obs_dtype, act_fn, policy_params, acting, key, sample_args,
          *, n_episodes, max_steps):
   """Returns [n_episodes] of one episode per env, reset from `key`'s split (pure).
@@ -319,7 +342,7 @@ def play(env, params, action_space, obs_dtype, act_fn, policy_params, acting, ke
   """
   clip = _clip_fn(action_space)
   carry = reset(env, params, key, n_episodes, obs_dtype)
-  step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+  step = jax.vmap(step_without_reset(env), in_axes=(0, 0, 0, None))
 
   def cond(loop):
     _, _, _, running, t = loop
@@ -329,7 +352,7 @@ def play(env, params, action_space, obs_dtype, act_fn, policy_params, acting, ke
     acting, carry, returns, running, t = loop
     actions, _, acting = act_fn(policy_params, acting, carry.obs, sample_args)
     key, step_key = jax.random.split(carry.key)
-    obs, state, reward, terminated, truncated, _ = step(
+    obs, state, reward, terminated, truncated = step(
         jax.random.split(step_key, n_episodes), carry.state, clip(actions), params)
     returns = returns + jnp.where(running, reward.astype(jnp.float32), 0.0)
     running = running & ~(terminated | truncated)

@@ -164,7 +164,7 @@ class JaxTask:
 
   @staticmethod
   def _reset_keys(reset_seeds):
-    return jnp.stack([keys.seed_key(int(seed)) for seed in reset_seeds])
+    return keys.seed_keys(reset_seeds)
 
   def _play_program(self, pure, n_episodes, batched=False):
     """The jitted play loop of the acting function `pure`, made once per (function, episodes,

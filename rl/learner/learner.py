@@ -214,9 +214,13 @@ class Learner:
   def eval_key(self, temperature, epoch):
     """The sampling key of the evaluation after `epoch` at `temperature`: a pure function of
     (seed, epoch, the temperature's place in eval_temperatures)."""
+    return keys.seed_and_folded(*self.eval_key_words(temperature, epoch))[1]
+
+  def eval_key_words(self, temperature, epoch):
+    """(seed, data) whose folded key is `eval_key(temperature, epoch)`."""
     temperatures = list(self.options.eval_temperatures)
     index = temperatures.index(temperature) if temperature in temperatures else len(temperatures)
-    return keys.seed_and_folded(self.task.seed, 1_000_003 * epoch + index)[1]
+    return self.task.seed, 1_000_003 * epoch + index
 
   def eval_policy(self, temperature, key, epoch=None, state=None):
     """A policy at `temperature` with its own key stream; normaliser statistics frozen.
