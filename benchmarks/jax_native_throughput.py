@@ -19,7 +19,10 @@ episodes), a checkpoint every 50 and a core left to the runner
 Breakout config's own. Its rate is taken from two runs of the same command,
 a short and a long one: (env steps of the longer - the shorter) / (wall
 seconds of the longer - the shorter), so that start-up and compilation
-cancel out. rl's compiled epoch is also timed alone, in this process (no
+cancel out. The floor is timed over as many updates in a row as those runs
+differ by (1,000 for one seed, 250 for the vmapped seeds), one sample a
+turn, so that both sides' samples span the machine's load alike. rl's
+compiled epoch is also timed alone, in this process (no
 evaluation, checkpoint or metrics written), with XLA's CPU threads as the
 floor's (one per core). rl's two-network PPO (each network its own
 optimizer, trained in turn) is run beside PPOJoint for comparison. With
@@ -223,9 +226,12 @@ class EpochProgram:
 # ---------------------------------------------------------------------------
 
 class Floor:
-  """The floor's scan of --updates updates per call (under vmap over `seeds` seeds if > 1)."""
+  """The floor's scan of --updates updates per call (under vmap over `seeds` seeds if > 1),
+  timed over about `stretch` updates in a row a turn, as many as rl's runs differ by: on a
+  shared machine a side timed in shorter samples, or by its best one, would be timed in the
+  machine's quieter moments only."""
 
-  def __init__(self, args, seeds=1):
+  def __init__(self, args, seeds=1, stretch=1000):
     init, update, self.steps_per_update = make_ppo(HPARAMS)
     if seeds == 1:
       state = jax.jit(init)(0)
@@ -239,12 +245,16 @@ class Floor:
     self.steps = seeds * args.updates * self.steps_per_update
     self.compile = seconds(self._loop)
     self._calls = 1
+    self._per_turn = max(1, round(stretch / args.updates))
     self.rates = []
 
   def __call__(self):
-    """One turn: two calls, the faster kept."""
-    self.rates.append(self.steps / min(seconds(self._loop), seconds(self._loop)))
-    self._calls += 2
+    """One turn: the calls of one stretch, timed together."""
+    start = time.perf_counter()
+    for _ in range(self._per_turn):
+      self._loop()
+    self.rates.append(self._per_turn * self.steps / (time.perf_counter() - start))
+    self._calls += self._per_turn
 
   def learning(self, env_steps):
     """Goes on training to at least `env_steps` steps (one seed): (steps, mean return of the
@@ -283,7 +293,8 @@ def main():
   args = _parse_args()
   print(f'PPO {HPARAMS} on gymnax {ENV_ID}; jax {jax.__version__} on '
         f'{jax.default_backend()}, {os.cpu_count()} cores; {args.rounds} rounds')
-  floor, floor_seeds = Floor(args), Floor(args, args.seeds)
+  # Each as long as the rl.run difference it is compared with (RlRun's long - short).
+  floor, floor_seeds = Floor(args, stretch=1000), Floor(args, args.seeds, stretch=250)
   program = EpochProgram(fast_compile=args.fast_compile)
   if args.programs_only:
     for _ in range(args.rounds):
