@@ -41,8 +41,8 @@ MAX_SEEDS = 1024
 
 
 # Calls dispatched beyond the one being booked. A checkpoint of 8 seeds
-# takes the host several calls' time (docs/performance.md); the device works
-# through the queued calls meanwhile.
+# takes the host longer than a call's device time (docs/performance.md); the
+# device works through the queued calls meanwhile.
 CALLS_AHEAD = 2
 
 
@@ -250,7 +250,7 @@ def train_together(runs):
       # on the device while this one is booked on the host (the numbers are
       # those of one epoch after the other), each behind its predecessor's
       # evaluation: CALLS_AHEAD of them, so that a checkpoint of every seed
-      # (a few calls' worth of host work) leaves the device busy.
+      # (more host work than a call's device time) leaves the device busy.
       while len(queued) < CALLS_AHEAD:
         last = queued[-1] if queued else call
         following = dispatch(last.outputs[:2], call.n + sum(c.n for c in queued))
