@@ -143,7 +143,7 @@ class JaxTask:
     (rl.seeds), and seed i's returns are those of its policy played alone.
     """
     play = self._play_program(pure, n_episodes, batched=True)
-    return play(params, states, self._reset_keys(reset_seeds), sample_args)
+    return play(params, states, keys.seed_keys(reset_seeds), sample_args)
 
   def compile_evaluation(self, policy, n_episodes):
     """Compiles the program `evaluate(policy, n_episodes, ...)` plays, without playing it."""
@@ -154,17 +154,13 @@ class JaxTask:
     """Compiles the program of `play_seeds` for these stacked inputs, without playing it."""
     n_seeds = jax.tree_util.tree_leaves(params)[0].shape[0]
     self._compile(self._play_program(pure, n_episodes, batched=True), (pure, n_episodes, True),
-                  params, states, self._reset_keys([0] * n_seeds), sample_args)
+                  params, states, keys.seed_keys([0] * n_seeds), sample_args)
 
   def _compile(self, play, name, *args):
     if name not in self._play_compiled:
       # jax.jit keeps the executable, so the first evaluation calls it as compiled.
       play.lower(*args).compile()
       self._play_compiled.add(name)
-
-  @staticmethod
-  def _reset_keys(reset_seeds):
-    return keys.seed_keys(reset_seeds)
 
   def _play_program(self, pure, n_episodes, batched=False):
     """The jitted play loop of the acting function `pure`, made once per (function, episodes,
