@@ -70,20 +70,26 @@ class MetricsWriter:
     self._output_dir = output_dir
     self._last_epoch = history[-1]['epoch'] if history else 0
     self._routes = [(prefix, sub) for sub, prefix in (summary_dirs or {}).items()]
-    # Opened at their first scalar: a SummaryWriter creates its event file at
+    # Opened at their first scalar: a FileWriter creates its event file at
     # once, so a rerun with no epoch left would add an empty one.
-    self._writers = {}  # subfolder -> SummaryWriter
+    self._writers = {}  # subfolder -> tensorboardX FileWriter
 
   def _writer(self, subfolder):
     if subfolder not in self._writers:
       # Imported at the first scalar, not with this module: tensorboardX pulls
       # in protobuf (and boto3 where installed), which nothing needs before the
       # first epoch ends.
-      from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
-      # purge_step hides TensorBoard events of epochs after the checkpoint.
-      self._writers[subfolder] = SummaryWriter(
-          os.path.join(self._output_dir, subfolder), purge_step=self._last_epoch + 1,
-          flush_secs=30)
+      # pylint: disable=import-outside-toplevel
+      from tensorboardX import FileWriter
+      from tensorboardX.proto.event_pb2 import Event
+      from tensorboardX.proto.event_pb2 import SessionLog
+      writer = FileWriter(os.path.join(self._output_dir, subfolder), flush_secs=30)
+      # A session start at the first epoch to come hides, in TensorBoard, the
+      # events of epochs that ran after the checkpoint a resume starts from.
+      step = self._last_epoch + 1
+      writer.add_event(Event(step=step, file_version='brain.Event:2'))
+      writer.add_event(Event(step=step, session_log=SessionLog(status=SessionLog.START)))
+      self._writers[subfolder] = writer
     return self._writers[subfolder]
 
   def _subfolder_for(self, key):
@@ -120,10 +126,7 @@ class MetricsWriter:
     # The values add_scalar makes (a float32 simple_value per tag), made
     # directly: a tenth of the time of tensorboardX's summary.scalar.
     merged = Summary(value=[Summary.Value(tag=tag, simple_value=float(x)) for tag, x in values])
-    # The writer's own file writer: SummaryWriter has no public call for a
-    # ready-made Summary (add_scalar builds one per tag and writes it here).
-    self._writer(subfolder)._get_file_writer().add_summary(  # pylint: disable=protected-access
-        merged, global_step=step)
+    self._writer(subfolder).add_summary(merged, global_step=step)
 
   def close(self):
     self._file.close()

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from rl.data import checkpoints
+from rl.data import npz_item
 from rl.data.checkpoints import Checkpointer
 
 
@@ -36,12 +37,8 @@ def assert_same_tree(a, b):
 
 
 def stored_arrays(folder, step):
-  """The arrays item of a step as orbax holds it (packed or not)."""
-  ocp = checkpoints._orbax()  # pylint: disable=protected-access
-  with ocp.CheckpointManager(folder, options=ocp.CheckpointManagerOptions(
-      read_only=True)) as manager:
-    return manager.restore(step, args=ocp.args.Composite(
-        arrays=ocp.args.StandardRestore()))['arrays']
+  """The arrays of a step as its file holds them (packed or not)."""
+  return npz_item.read(os.path.join(folder, str(step), 'npz'))
 
 
 def test_small_arrays_are_written_as_one_and_restored_exactly(tmp_path, monkeypatch):
@@ -71,3 +68,42 @@ def test_nothing_or_everything_packed_round_trips(tmp_path, monkeypatch, limit):
   stored = stored_arrays(folder, 2)
   assert (list(stored) == ['__packed__']) == (limit > 0)
   assert_same_tree(arrays, Checkpointer(folder).restore_latest()[1])
+
+
+def standard_save(folder, step, arrays, meta):
+  """Writes a step whose arrays are an orbax StandardSave `arrays` item, unpacked."""
+  ocp = checkpoints._orbax()  # pylint: disable=protected-access
+  np_arrays, empties = checkpoints._to_numpy_tree(arrays)  # pylint: disable=protected-access
+  meta = dict(meta, __empty__=empties, __packed__=[])
+  with ocp.CheckpointManager(folder) as manager:
+    manager.save(step, args=ocp.args.Composite(arrays=ocp.args.StandardSave(np_arrays),
+                                               meta=ocp.args.JsonSave(meta)))
+
+
+def test_a_step_with_a_standard_save_arrays_item_restores(tmp_path):
+  folder = str(tmp_path / 'ckpt')
+  arrays = example_arrays()
+  standard_save(folder, 4, arrays, {'epoch': 4})
+  assert {'arrays', 'meta'} <= set(os.listdir(os.path.join(folder, '4')))
+  step, restored, meta = Checkpointer(folder).restore_latest()
+  assert step == 4 and meta == {'epoch': 4}
+  assert_same_tree(arrays, restored)
+
+
+def test_a_run_of_standard_save_steps_goes_on_in_npz_and_falls_back_across_them(tmp_path):
+  folder = str(tmp_path / 'ckpt')
+  old = {'w': np.arange(6, dtype=np.float32).reshape(2, 3)}
+  standard_save(folder, 1, old, {'epoch': 1})
+  saver = Checkpointer(folder, background=True)
+  saver.save(2, {'w': old['w'] + 1}, {'epoch': 2})
+  saver.close()
+  assert os.path.exists(os.path.join(folder, '2', 'npz', npz_item.FILE))
+  step, restored, _ = Checkpointer(folder).restore_latest()
+  assert step == 2 and restored['w'][0, 0] == 1.0
+  # A newest step whose file is damaged is dropped for the StandardSave step before it.
+  with open(os.path.join(folder, '2', 'npz', npz_item.FILE), 'wb') as f:
+    f.write(b'not an npz')
+  step, restored, meta = Checkpointer(folder).restore_latest()
+  assert step == 1 and meta == {'epoch': 1}
+  assert_same_tree(old, restored)
+  assert sorted(os.listdir(folder)) == ['1']

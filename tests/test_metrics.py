@@ -46,3 +46,18 @@ def test_each_scalar_reaches_its_tensorboard_folder_one_event_per_epoch(tmp_path
   assert value == {'value_loss': {1: 2.0, 2: 1.0}}
   # All of an epoch's scalars of one folder travel in one event.
   assert [e.step for e in events(tmp_path / 'tensorboard') if e.summary.value] == [1, 2]
+
+
+def test_a_resumed_writer_starts_a_tensorboard_session_at_its_first_epoch(tmp_path):
+  # TensorBoard drops the events of steps at and after a session start's step
+  # that came before it: those of epochs run after the checkpoint resumed from.
+  history = [{'epoch': 1, 'env_steps': 10}, {'epoch': 2, 'env_steps': 20}]
+  writer = MetricsWriter(str(tmp_path), history=history)
+  writer.write({'epoch': 3, 'env_steps': 30, 'loss': 0.5})
+  writer.close()
+  from tensorboardX.proto.event_pb2 import SessionLog  # pylint: disable=import-outside-toplevel
+  starts = [e.step for e in events(tmp_path / 'tensorboard')
+            if e.session_log.status == SessionLog.START]
+  assert starts == [3]
+  assert scalars(tmp_path / 'tensorboard') == {'loss': {3: 0.5}, 'env_steps': {3: 30.0}}
+  assert [r['epoch'] for r in read_metrics(tmp_path)] == [1, 2, 3]

@@ -476,10 +476,13 @@ def test_corrupt_newest_checkpoint_falls_back_to_the_previous(tmp_path, caplog):
   experiment.execute([REINFORCE], TINY, out)  # checkpoints after epochs 1, 2 and 3
   checkpoints = os.path.join(out, 'checkpoints')
   # Damage every array file of the newest checkpoint.
-  for dirpath, _, files in os.walk(os.path.join(checkpoints, '3', 'arrays')):
+  damaged = 0
+  for dirpath, _, files in os.walk(os.path.join(checkpoints, '3', 'npz')):
     for name in files:
       with open(os.path.join(dirpath, name), 'wb') as f:
         f.write(b'garbage')
+      damaged += 1
+  assert damaged
   with caplog.at_level('WARNING'):
     trainer = experiment.execute([REINFORCE], TINY, out)
   assert 'checkpoint 3 is unreadable' in caplog.text

@@ -1,12 +1,14 @@
 """Checkpoints through orbax: atomic, the last few kept, fallback on a bad newest one.
 
-A checkpoint is one orbax step holding two items: `arrays` (a nested dict of
-numpy arrays: parameters, optimizer state, replay epochs, RNG keys) and `meta`
-(JSON: counters, numpy generator states, metrics history, the config). Orbax
-writes into a temporary folder and renames it when complete, so a run killed
-mid-write leaves the previous checkpoint as the newest complete one.
+A checkpoint is one orbax step holding two items: `npz` (a nested dict of
+numpy arrays: parameters, optimizer state, replay epochs, RNG keys, written
+as one .npz file by rl.data.npz_item) and `meta` (JSON: counters, numpy
+generator states, the config). Orbax writes into a temporary folder and
+renames it when complete, so a run killed mid-write leaves the previous
+checkpoint as the newest complete one. Steps whose arrays are an `arrays`
+item (orbax's StandardSave) are read too.
 
-Orbax has a fixed cost for every array it writes, whatever its size, and a
+Every array is an entry of its own in the file, with its own header, and a
 replay buffer is many small arrays (every field of every stored epoch). So
 arrays of at most PACK_BYTES are written together as the bytes of one array,
 with their paths, dtypes, shapes and offsets in `meta`; bigger ones (frames of
@@ -131,6 +133,11 @@ def _orbax():
   return ocp
 
 
+def _npz_item():
+  from rl.data import npz_item  # pylint: disable=import-outside-toplevel  (imports orbax)
+  return npz_item
+
+
 class Checkpointer:
   """Saves and restores (arrays, meta) pairs under `directory`.
 
@@ -199,7 +206,7 @@ class Checkpointer:
     _quiet_absl(True)
     try:
       self._manager.save(step, args=ocp.args.Composite(
-          arrays=ocp.args.StandardSave(np_arrays), meta=ocp.args.JsonSave(meta)))
+          npz=_npz_item().NpzSave(np_arrays), meta=ocp.args.JsonSave(meta)))
     except BaseException as e:  # pylint: disable=broad-except
       self._in_flight = None
       _quiet_absl(False)
@@ -255,7 +262,7 @@ class Checkpointer:
     for step in reversed(steps):
       try:
         restored = self._manager.restore(step, args=ocp.args.Composite(
-            arrays=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore()))
+            meta=ocp.args.JsonRestore(), **self._arrays_item(step)))
       except Exception as e:  # pylint: disable=broad-except
         logging.warning('checkpoint %d is unreadable (%s: %s); falling back to the '
                         'previous one', step, type(e).__name__, str(e).splitlines()[0][:200])
@@ -264,10 +271,17 @@ class Checkpointer:
         continue
       meta = dict(restored['meta'])
       empties = meta.pop(_EMPTY)
-      arrays = _unpack_small(_numpy_dicts(restored['arrays']), meta.pop(_PACKED))
+      arrays = restored['npz'] if 'npz' in restored else _numpy_dicts(restored['arrays'])
+      arrays = _unpack_small(arrays, meta.pop(_PACKED))
       arrays = _restore_empties(arrays, empties)
       return step, arrays, meta
     return None
+
+  def _arrays_item(self, step):
+    """The restore args of step's arrays: the `npz` item, or a StandardSave `arrays` item."""
+    if os.path.isdir(os.path.join(self._directory, str(step), 'arrays')):
+      return {'arrays': _orbax().args.StandardRestore()}
+    return {'npz': _npz_item().NpzRestore()}
 
   def settle(self):
     """Finishes a write in progress, failed or not (its failure is dropped: a run reports
