@@ -20,17 +20,21 @@ Breakout config's own. Its rate is taken from two runs of the same command,
 a short and a long one: (env steps of the longer - the shorter) / (wall
 seconds of the longer - the shorter), so that start-up and compilation
 cancel out. The floor is timed over as many updates in a row as those runs
-differ by (1,000 for one seed, 250 for the vmapped seeds), one sample a
-turn, so that both sides' samples span the machine's load alike. rl's
-compiled epoch is also timed alone, in this process (no
-evaluation, checkpoint or metrics written), with XLA's CPU threads as the
-floor's (one per core). rl's two-network PPO (each network its own
-optimizer, trained in turn) is run beside PPOJoint for comparison. With
---rejax_python (the python of a separate venv that has rejax), rejax's PPO
-at its `breakout_1m` settings (benchmarks/rejax_breakout.py) is timed
-against rl's PPO at the same settings.
+differ by (1,000 for one seed, 250 for the vmapped seeds), once just before
+and once just after each rl turn it is compared with, and each round's ratio
+is rl's rate over the mean of those two; a ratio line gives the median of
+the rounds' ratios. On a shared machine whose speed drifts by tens of percent
+over minutes, a ratio of samples taken seconds apart cancels the drift that a
+ratio of medians over the whole run would keep. rl's compiled epoch is also
+timed alone, in this process (no evaluation, checkpoint or metrics written),
+with XLA's CPU threads as the floor's (one per core). rl's two-network PPO
+(each network its own optimizer, trained in turn) is run beside PPOJoint for
+comparison. With --rejax_python (the python of a separate venv that has
+rejax), rejax's PPO at its `breakout_1m` settings
+(benchmarks/rejax_breakout.py) is timed against rl's PPO at the same
+settings.
 
-Usage: nice -n 10 python benchmarks/jax_native_throughput.py [--rounds 2]
+Usage: nice -n 10 python benchmarks/jax_native_throughput.py [--rounds 3]
            [--rejax_python /path/to/venv/bin/python] [--programs_only [--fast_compile]]
 """
 import argparse
@@ -58,8 +62,9 @@ BREAKOUT = os.path.join(REPO_ROOT, 'configs', 'ppo_minatar_breakout_jax.gin')
 
 def _parse_args():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('--rounds', type=int, default=2,
-                      help='turns of every side; each side reports its median')
+  parser.add_argument('--rounds', type=int, default=3,
+                      help='turns of every side; each side reports its median, each ratio the '
+                      "median of the rounds' ratios")
   parser.add_argument('--updates', type=int, default=200,
                       help="the floor's PPO updates per timed call (each 512 env steps)")
   parser.add_argument('--seeds', type=int, default=8, help='seeds of the vmapped comparison')
@@ -270,6 +275,26 @@ class Floor:
     return statistics.median(self.rates)
 
 
+class Paired:
+  """An rl turn between two turns of the floor: each round's ratio of rl's rate to the mean
+  of the floor's just before and just after it."""
+
+  def __init__(self, floor, run):
+    self._floor, self._run = floor, run
+    self.ratios = []
+
+  def __call__(self):
+    self._floor()
+    self._run()
+    self._floor()
+    floor = statistics.mean(self._floor.rates[-2:])
+    self.ratios.append(self._run.rates[-1] / floor)
+
+  @property
+  def ratio(self):
+    return statistics.median(self.ratios)
+
+
 def _print_program(floor, program, fast_compile):
   print(f'floor (PureJaxRL-style scan of updates): {floor.rate:,.0f} env steps/s')
   emitters = 'elemental' if fast_compile else 'fusion'
@@ -319,13 +344,15 @@ def main():
       runs['breakout'] = RlRun(workdir, 'breakout', BREAKOUT, 1024, 50, 200)
       runs['breakout_seeds'] = RlRun(workdir, 'breakout_seeds', BREAKOUT, 1024, 50, 200,
                                      n_seeds=args.breakout_seeds)
+    paired = {'joint': Paired(floor, runs['joint']),
+              'joint_seeds': Paired(floor_seeds, runs['joint_seeds'])}
+    breakout_ratios = []
     for _ in range(args.rounds):
-      floor()
       program()
       for name, run in runs.items():
-        run()
-        if name == 'joint_seeds':
-          floor_seeds()
+        (paired[name] if name in paired else run)()
+      if args.breakout_seeds:
+        breakout_ratios.append(runs['breakout_seeds'].rates[-1] / runs['breakout'].rates[-1])
     print(f'floor (PureJaxRL-style scan of {args.updates} updates per call): '
           f'{floor.rate:,.0f} env steps/s, compile {floor.compile:.1f} s')
     print(f'floor vmapped over {args.seeds} seeds: {floor_seeds.rate:,.0f} env steps/s all seeds')
@@ -353,11 +380,13 @@ def main():
   steps, mean_return = floor.learning(200_000)
   print(f'learning (the floor, seed 0): mean return {mean_return:.1f} of the episodes that '
         f'ended in its last {args.updates} updates, at {steps:,} env steps')
-  print(f"jax_native/floor ratio: {runs['joint'].rate / floor.rate:.2f}")
-  print(f"jax_native seeds/floor ratio: {runs['joint_seeds'].rate / floor_seeds.rate:.2f}")
+  for name, line in (('joint', 'jax_native/floor'), ('joint_seeds', 'jax_native seeds/floor')):
+    print(f"{line}, each round: {', '.join(f'{r:.2f}' for r in paired[name].ratios)}")
+  print(f"jax_native/floor ratio: {paired['joint'].ratio:.2f}")
+  print(f"jax_native seeds/floor ratio: {paired['joint_seeds'].ratio:.2f}")
   if args.breakout_seeds:
-    print(f"seeds/single throughput ratio: "
-          f"{runs['breakout_seeds'].rate / runs['breakout'].rate:.2f}")
+    print(f"seeds/single throughput ratio: {statistics.median(breakout_ratios):.2f} (each round: "
+          f"{', '.join(f'{r:.2f}' for r in breakout_ratios)})")
 
 
 # rejax's `breakout_1m` PPO settings on rl's PPO (configs/ppo_minatar_breakout_jax.gin):
