@@ -296,7 +296,6 @@ class Paired:
 
 
 def _print_program(floor, program, fast_compile):
-  print(f'floor (PureJaxRL-style scan of updates): {floor.rate:,.0f} env steps/s')
   emitters = 'elemental' if fast_compile else 'fusion'
   print(f"rl's epoch program alone (PPOJoint, XLA's {emitters} emitters, no evaluation, "
         f'checkpoints or metrics written): {program.rate:,.0f} env steps/s '
@@ -325,6 +324,7 @@ def main():
     for _ in range(args.rounds):
       floor()
       program()
+    print(f'floor (PureJaxRL-style scan of updates): {floor.rate:,.0f} env steps/s')
     _print_program(floor, program, args.fast_compile)
     return
   per_epoch = HPARAMS['n_envs'] * HPARAMS['n_steps']
