@@ -262,8 +262,14 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
       if checkpoint is not None and learner.task.resume_warning:
         log.warning('Warning: %s', learner.task.resume_warning)
       yield prepared
-    finally:
+    except BaseException:
+      # The error under way is the one to report, not a close's failing on the same full disk.
+      with contextlib.suppress(WriteFailed):
+        writer.close()
+      raise
+    else:
       writer.close()
+    finally:
       checkpointer.close()
       learner.close()
 

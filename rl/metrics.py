@@ -13,6 +13,7 @@ import contextlib
 import json
 import math
 import os
+import time
 
 import numpy as np
 
@@ -70,27 +71,15 @@ class MetricsWriter:
     self._output_dir = output_dir
     self._last_epoch = history[-1]['epoch'] if history else 0
     self._routes = [(prefix, sub) for sub, prefix in (summary_dirs or {}).items()]
-    # Opened at their first scalar: a FileWriter creates its event file at
-    # once, so a rerun with no epoch left would add an empty one.
-    self._writers = {}  # subfolder -> tensorboardX FileWriter
+    # Opened at their first scalar: an event file is created at once, so a
+    # rerun with no epoch left would add an empty one.
+    self._event_files = {}  # subfolder -> EventFile
 
-  def _writer(self, subfolder):
-    if subfolder not in self._writers:
-      # Imported at the first scalar, not with this module: tensorboardX pulls
-      # in protobuf (and boto3 where installed), which nothing needs before the
-      # first epoch ends.
-      # pylint: disable=import-outside-toplevel
-      from tensorboardX import FileWriter
-      from tensorboardX.proto.event_pb2 import Event
-      from tensorboardX.proto.event_pb2 import SessionLog
-      writer = FileWriter(os.path.join(self._output_dir, subfolder), flush_secs=30)
-      # A session start at the first epoch to come hides, in TensorBoard, the
-      # events of epochs that ran after the checkpoint a resume starts from.
-      step = self._last_epoch + 1
-      writer.add_event(Event(step=step, file_version='brain.Event:2'))
-      writer.add_event(Event(step=step, session_log=SessionLog(status=SessionLog.START)))
-      self._writers[subfolder] = writer
-    return self._writers[subfolder]
+  def _event_file(self, subfolder):
+    if subfolder not in self._event_files:
+      self._event_files[subfolder] = EventFile(os.path.join(self._output_dir, subfolder),
+                                               self._last_epoch + 1)
+    return self._event_files[subfolder]
 
   def _subfolder_for(self, key):
     return next((sub for prefix, sub in self._routes if key.startswith(prefix)), 'tensorboard')
@@ -112,26 +101,89 @@ class MetricsWriter:
         scalars.setdefault(self._subfolder_for(k), []).append((k, v))
     scalars.setdefault('tensorboard', []).append(('env_steps', record['env_steps']))
     for subfolder, values in scalars.items():
-      self._add_scalars(subfolder, values, record['epoch'])
-
-  def _add_scalars(self, subfolder, values, step):
-    """One TensorBoard event holding all of an epoch's scalars of one subfolder.
-
-    What add_scalar writes, tag by tag, but in one event rather than one per
-    tag: each event crosses tensorboardX's process-safe writer queue, a cost
-    that short epochs with many metrics would otherwise pay once per metric.
-    TensorBoard reads several values in an event as it reads one.
-    """
-    from tensorboardX.proto.summary_pb2 import Summary  # pylint: disable=import-outside-toplevel
-    # The values add_scalar makes (a float32 simple_value per tag), made
-    # directly: a tenth of the time of tensorboardX's summary.scalar.
-    merged = Summary(value=[Summary.Value(tag=tag, simple_value=float(x)) for tag, x in values])
-    self._writer(subfolder).add_summary(merged, global_step=step)
+      self._event_file(subfolder).add_scalars(values, record['epoch'])
 
   def close(self):
-    self._file.close()
-    for tb in self._writers.values():
-      tb.close()
+    """Closes every file, then raises the first failure (WriteFailed) if any."""
+    failure = None
+    for close in [self._file.close] + [f.close for f in self._event_files.values()]:
+      try:
+        close()
+      except (OSError, WriteFailed) as e:
+        failure = failure or e
+    if isinstance(failure, OSError):
+      raise WriteFailed(self._path, write_failure_reason(failure))
+    if failure is not None:
+      raise failure
+
+
+class EventFile:
+  """One TensorBoard event file in `folder`, written on the caller's thread.
+
+  Through tensorboardX's EventsWriter (the TFRecord framing and checksums),
+  not its FileWriter: that one hands each event through a process-safe
+  queue to a thread of its own, which more than doubles an event's CPU
+  (docs/performance.md), taken from the cores the training runs on. The
+  file is flushed to disk every FLUSH_SECONDS, as FileWriter does, and at
+  `close`. A failed write raises WriteFailed.
+
+  `first_step`: the step of the first epoch to come. A session start there
+  hides, in TensorBoard, the events of epochs that ran after the checkpoint a
+  resume starts from.
+  """
+
+  FLUSH_SECONDS = 30.0
+
+  def __init__(self, folder, first_step):
+    # Imported at the first scalar, not with this module: tensorboardX pulls
+    # in protobuf (and boto3 where installed), which nothing needs before the
+    # first epoch ends.
+    # pylint: disable=import-outside-toplevel
+    from tensorboardX.event_file_writer import EventsWriter
+    from tensorboardX.proto.event_pb2 import Event
+    from tensorboardX.proto.event_pb2 import SessionLog
+    from tensorboardX.proto.summary_pb2 import Summary
+    self._folder = folder
+    self._event, self._summary = Event, Summary
+    self._writer = None
+    self._flushed = time.monotonic()
+    with self._failing_as_write_failed():
+      os.makedirs(folder, exist_ok=True)
+      self._writer = EventsWriter(os.path.join(folder, 'events'))
+      self._writer.write_event(Event(wall_time=time.time(), step=first_step,
+                                     session_log=SessionLog(status=SessionLog.START)))
+
+  @contextlib.contextmanager
+  def _failing_as_write_failed(self):
+    """Turns an OSError into WriteFailed and drops the file: what it had not written is lost,
+    and `close` does not fail on it again (a resume writes the events again)."""
+    try:
+      yield
+    except OSError as e:
+      self._writer = None
+      raise WriteFailed(self._folder, write_failure_reason(e)) from None
+
+  def add_scalars(self, values, step):
+    """One event holding all of `values` ([(tag, number)]) at `step`.
+
+    What tensorboardX's add_scalar writes tag by tag (a float32
+    simple_value per tag), made directly and in one event: TensorBoard reads
+    several values in an event as it reads one.
+    """
+    if self._writer is None:
+      return  # failed before, and said so then
+    Summary = self._summary  # pylint: disable=invalid-name
+    summary = Summary(value=[Summary.Value(tag=tag, simple_value=float(x)) for tag, x in values])
+    with self._failing_as_write_failed():
+      self._writer.write_event(self._event(wall_time=time.time(), step=step, summary=summary))
+      if time.monotonic() - self._flushed >= self.FLUSH_SECONDS:
+        self._writer.flush()
+        self._flushed = time.monotonic()
+
+  def close(self):
+    if self._writer is not None:
+      with self._failing_as_write_failed():
+        self._writer.close()
 
 
 def read_metrics(output_dir):

@@ -89,6 +89,45 @@ def test_a_failed_metrics_write_raises_write_failed_and_closes_quietly(tmp_path)
   assert read_metrics(str(tmp_path)) == [{'epoch': 1, 'env_steps': 10, 'loss': 0.5}]
 
 
+def test_a_failed_tensorboard_write_raises_write_failed_and_closes_quietly(tmp_path, monkeypatch):
+  from rl.metrics import EventFile  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(EventFile, 'FLUSH_SECONDS', 0.0)  # every event reaches the file at once
+  writer = MetricsWriter(str(tmp_path))
+  writer.write({'epoch': 1, 'env_steps': 10, 'loss': 0.5})
+  (events,) = os.listdir(tmp_path / 'tensorboard')
+  size = os.path.getsize(tmp_path / 'tensorboard' / events)
+  # Room for metrics.jsonl's next record, not for the next event.
+  with pytest.raises(WriteFailed) as failure, file_size_limit(size + 8):
+    writer.write({'epoch': 2, 'env_steps': 20, 'loss': 0.25})
+  assert str(failure.value).startswith(
+      f"could not write {tmp_path / 'tensorboard'}: {os.strerror(errno.EFBIG)};")
+  writer.close()  # the unwritten event does not fail it again
+  assert os.path.getsize(tmp_path / 'tensorboard' / events) <= size + 8
+
+
+def test_a_run_stopped_by_a_failed_write_reports_that_write_not_the_closing_one(
+    tmp_path, monkeypatch):
+  # On a full disk the event files' last flush, as the run closes, fails too.
+  from rl import experiment  # pylint: disable=import-outside-toplevel
+  from rl.metrics import EventFile  # pylint: disable=import-outside-toplevel
+  add_scalars = EventFile.add_scalars
+
+  def failing_at_epoch_2(self, values, step):
+    if step == 2:
+      raise WriteFailed('the event file', 'No space left on device')
+    add_scalars(self, values, step)
+
+  def failing_close(self):
+    raise WriteFailed('the event file at close', 'No space left on device')
+  monkeypatch.setattr(EventFile, 'add_scalars', failing_at_epoch_2)
+  monkeypatch.setattr(EventFile, 'close', failing_close)
+  with pytest.raises(WriteFailed) as failure:
+    experiment.execute([REINFORCE], TINY, str(tmp_path))
+  assert str(failure.value).startswith('could not write the event file: No space left on device;')
+  assert 'resume from epoch 1' in str(failure.value)
+  assert os.listdir(tmp_path / 'checkpoints') == ['1']  # the checkpointer was closed all the same
+
+
 def test_a_failed_log_write_raises_write_failed(tmp_path):
   os.symlink('/dev/full', tmp_path / run_folder.LOG_FILE)
   log = run_folder.setup_logging(str(tmp_path))
