@@ -30,6 +30,8 @@ from benchmarks.ppo_floor import ScanLoop  # noqa: E402
 from benchmarks.ppo_floor import make_ppo  # noqa: E402
 
 UPDATES_PER_CALL = 25
+# The other side: a process on core 1 that only spins.
+BUSY_LOOP = 'import os\nos.sched_setaffinity(0, {1})\nwhile True:\n  pass\n'
 
 
 def main():
@@ -53,7 +55,7 @@ def main():
   alone, shared = [], []
   for _ in range(args.rounds):
     alone.append(ms_per_update())
-    busy = subprocess.Popen(['taskset', '-c', '1', sys.executable, '-c', 'while True: pass'])
+    busy = subprocess.Popen([sys.executable, '-c', BUSY_LOOP])
     try:
       time.sleep(0.2)  # the loop is running
       shared.append(ms_per_update())
