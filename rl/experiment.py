@@ -148,7 +148,7 @@ class PreparedRun:
 
   def write_failed(self, e):
     """`e` (a WriteFailed) with what this run's checkpoints allow a rerun to do."""
-    return WriteFailed(e.what, e.reason, what_now=after_write_failure(
+    return WriteFailed(e.what, e.reason, what_now=run_folder.after_write_failure(
         run_folder.last_checkpoint(self.checkpointer)))
 
   def log_done(self, next_steps=True):
@@ -374,14 +374,6 @@ def mark_time(event):
   if path:
     with open(path, 'a') as f:
       f.write(f'{event} {time.time():.6f}\n')
-
-
-def after_write_failure(checkpoint_epoch):
-  """What a rerun does after a failed write, true to the run's checkpoints."""
-  if checkpoint_epoch is None:
-    return 'no checkpoint was written yet: free space and rerun the same command to start again.'
-  return (f'free space and rerun the same command to resume from epoch {checkpoint_epoch}, '
-          'the last good checkpoint.')
 
 
 def after_non_finite(checkpoint_epoch, operative_config):

@@ -105,16 +105,18 @@ class MetricsWriter:
 
   def close(self):
     """Closes every file, then raises the first failure (WriteFailed) if any."""
-    failure = None
-    for close in [self._file.close] + [f.close for f in self._event_files.values()]:
+    failures = []
+    try:
+      self._file.close()
+    except OSError as e:
+      failures.append(WriteFailed(self._path, write_failure_reason(e)))
+    for event_file in self._event_files.values():
       try:
-        close()
-      except (OSError, WriteFailed) as e:
-        failure = failure or e
-    if isinstance(failure, OSError):
-      raise WriteFailed(self._path, write_failure_reason(failure))
-    if failure is not None:
-      raise failure
+        event_file.close()
+      except WriteFailed as e:
+        failures.append(e)
+    if failures:
+      raise failures[0]
 
 
 class EventFile:

@@ -189,3 +189,11 @@ def interrupted_message(output_dir, epoch, n_epochs, checkpoint_epoch):
   path = os.path.join(output_dir, CHECKPOINT_DIR, str(checkpoint_epoch))
   return (f'{where}; the last checkpoint is epoch {checkpoint_epoch} ({path}): rerun the same '
           'command to resume from it.')
+
+
+def after_write_failure(checkpoint_epoch):
+  """What a rerun does after a failed write, true to the run's checkpoints."""
+  if checkpoint_epoch is None:
+    return 'no checkpoint was written yet: free space and rerun the same command to start again.'
+  return (f'free space and rerun the same command to resume from epoch {checkpoint_epoch}, '
+          'the last good checkpoint.')
