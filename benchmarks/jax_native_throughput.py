@@ -31,8 +31,11 @@ with XLA's CPU threads as the floor's (one per core). rl's two-network PPO
 (each network its own optimizer, trained in turn) is run beside PPOJoint for
 comparison. With --rejax_python (the python of a separate venv that has
 rejax), rejax's PPO at its `breakout_1m` settings
-(benchmarks/rejax_breakout.py) is timed against rl's PPO at the same
-settings.
+(benchmarks/rejax_breakout.py) is timed against rl at the same settings,
+PPOJoint (the like-for-like: rejax updates actor and critic on each minibatch
+together) with PPO beside it, a turn of rl's between two of rejax's in each
+round, as with the floor (the sides and their pairing:
+benchmarks/throughput_turns.py).
 
 Usage: nice -n 10 python benchmarks/jax_native_throughput.py [--rounds 3]
            [--rejax_python /path/to/venv/bin/python] [--programs_only [--fast_compile]]
@@ -40,10 +43,8 @@ Usage: nice -n 10 python benchmarks/jax_native_throughput.py [--rounds 3]
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
 # Run as a plain script from a checkout: the repo root is not on sys.path then.
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -53,9 +54,12 @@ import jax  # noqa: E402
 
 from benchmarks.ppo_floor import ENV_ID  # noqa: E402
 from benchmarks.ppo_floor import HPARAMS  # noqa: E402
-from benchmarks.ppo_floor import ScanLoop  # noqa: E402
-from benchmarks.ppo_floor import make_ppo  # noqa: E402
 from benchmarks.ppo_floor import seconds  # noqa: E402
+from benchmarks.throughput_turns import Floor  # noqa: E402
+from benchmarks.throughput_turns import Paired  # noqa: E402
+from benchmarks.throughput_turns import RejaxRun  # noqa: E402
+from benchmarks.throughput_turns import RlRun  # noqa: E402
+from benchmarks.throughput_turns import rejax_ratios  # noqa: E402
 
 BREAKOUT = os.path.join(REPO_ROOT, 'configs', 'ppo_minatar_breakout_jax.gin')
 
@@ -149,46 +153,6 @@ def runner_config(template, trainer, hp=HPARAMS):
                          value_coeff=hp['vf_coef'] / 2, **hp)
 
 
-class RlRun:
-  """`python -m rl.run` of one config, timed as the difference of a short and a long run."""
-
-  def __init__(self, workdir, name, config_file, steps_per_epoch, short, long, n_seeds=1,
-               bindings=()):
-    self.workdir, self.name, self.config_file = workdir, name, config_file
-    self.steps = (long - short) * steps_per_epoch * n_seeds
-    self.short, self.long, self.n_seeds, self.bindings = short, long, n_seeds, list(bindings)
-    self.rates = []
-    self._runs = 0
-
-  def _seconds(self, n_epochs):
-    self._runs += 1
-    out = os.path.join(self.workdir, f'{self.name}_{self._runs}')
-    command = [sys.executable, '-m', 'rl.run', f'--config_file={self.config_file}',
-               f'--output_dir={out}', f'--config=train_rl.n_epochs = {n_epochs}']
-    command += [f'--config={b}' for b in self.bindings]
-    if self.n_seeds > 1:
-      command.append(f'--seeds=0-{self.n_seeds - 1}')
-    start = time.perf_counter()
-    subprocess.run(command, cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
-
-  def __call__(self):
-    """One turn: the short run, then the long one; keeps the rate of their difference.
-
-    The first turn starts with a run that fills the persistent compilation
-    cache, so that both timed runs start alike.
-    """
-    if not self._runs:
-      self._seconds(self.short)
-    short = self._seconds(self.short)
-    long = self._seconds(self.long)
-    self.rates.append(self.steps / (long - short))
-
-  @property
-  def rate(self):
-    return statistics.median(self.rates)
-
-
 class EpochProgram:
   """rl's compiled epoch alone: `Learner.run_epoch` in a loop, no evaluation, no checkpoint,
   no metrics written."""
@@ -226,91 +190,11 @@ class EpochProgram:
     return statistics.median(self.rates)
 
 
-# ---------------------------------------------------------------------------
-# The floor.
-# ---------------------------------------------------------------------------
-
-class Floor:
-  """The floor's scan of --updates updates per call (under vmap over `seeds` seeds if > 1),
-  timed over about `stretch` updates in a row a turn, as many as rl's runs differ by: on a
-  shared machine a side timed in shorter samples, or by its best one, would be timed in the
-  machine's quieter moments only."""
-
-  def __init__(self, args, seeds=1, stretch=1000):
-    init, update, self.steps_per_update = make_ppo(HPARAMS)
-    if seeds == 1:
-      state = jax.jit(init)(0)
-    else:
-      # Each seed initialised alone, then stacked (as rl.run --seeds does).
-      one = jax.jit(init)
-      state = jax.tree_util.tree_map(lambda *x: jax.numpy.stack(x),
-                                     *[one(seed) for seed in range(seeds)])
-      update = jax.vmap(update)
-    self._loop = ScanLoop(update, state, args.updates)
-    self.steps = seeds * args.updates * self.steps_per_update
-    self.compile = seconds(self._loop)
-    self._calls = 1
-    self._per_turn = max(1, round(stretch / args.updates))
-    self.rates = []
-
-  def __call__(self):
-    """One turn: the calls of one stretch, timed together."""
-    start = time.perf_counter()
-    for _ in range(self._per_turn):
-      self._loop()
-    self.rates.append(self._per_turn * self.steps / (time.perf_counter() - start))
-    self._calls += self._per_turn
-
-  def learning(self, env_steps):
-    """Goes on training to at least `env_steps` steps (one seed): (steps, mean return of the
-    episodes ended in the last call), to show that the floor is the real algorithm."""
-    while True:
-      return_sum, episodes = (float(jax.numpy.sum(x)) for x in self._loop())
-      self._calls += 1
-      if self._calls * self.steps >= env_steps:
-        return self._calls * self.steps, return_sum / max(episodes, 1.0)
-
-  @property
-  def rate(self):
-    return statistics.median(self.rates)
-
-
-class Paired:
-  """An rl turn between two turns of the floor: each round's ratio of rl's rate to the mean
-  of the floor's just before and just after it."""
-
-  def __init__(self, floor, run):
-    self._floor, self._run = floor, run
-    self.ratios = []
-
-  def __call__(self):
-    self._floor()
-    self._run()
-    self._floor()
-    floor = statistics.mean(self._floor.rates[-2:])
-    self.ratios.append(self._run.rates[-1] / floor)
-
-  @property
-  def ratio(self):
-    return statistics.median(self.ratios)
-
-
 def _print_program(floor, program, fast_compile):
   emitters = 'elemental' if fast_compile else 'fusion'
   print(f"rl's epoch program alone (PPOJoint, XLA's {emitters} emitters, no evaluation, "
         f'checkpoints or metrics written): {program.rate:,.0f} env steps/s '
         f'({program.rate / floor.rate:.2f} of the floor)')
-
-
-def rejax_rate(python, rl_rate_fn):
-  """(rejax's env steps/s, rl's at the same settings) on Breakout, taking turns."""
-  script = os.path.join(REPO_ROOT, 'benchmarks', 'rejax_breakout.py')
-  rejax = []
-  for _ in range(2):
-    out = subprocess.run([python, script], check=True, capture_output=True, text=True).stdout
-    rejax.append(float(out.strip().splitlines()[-1].split()[-1]))
-    rl_rate_fn()
-  return statistics.median(rejax)
 
 
 def main():
@@ -365,18 +249,24 @@ def main():
     if args.breakout_seeds:
       print(f"rl.run ppo_minatar_breakout_jax: one seed {runs['breakout'].rate:,.0f}, "
             f"--seeds=0-{args.breakout_seeds - 1} {runs['breakout_seeds'].rate:,.0f} env steps/s")
+    rejax_line = None
     if args.rejax_python:
-      at_rejax = RlRun(workdir, 'rejax_settings', BREAKOUT, 1024, 50, 250,
-                       bindings=REJAX_SETTINGS)
-      # The config gives XLA every core, for --seeds batches; one seed runs
-      # faster with a core left to the runner.
-      at_rejax_one = RlRun(workdir, 'rejax_settings_one', BREAKOUT, 1024, 50, 250,
-                           bindings=REJAX_SETTINGS + ('cpu_threads.host_cores = 1',))
-      rejax = rejax_rate(args.rejax_python, lambda: (at_rejax(), at_rejax_one()))
-      print(f'rejax PPO breakout_1m: {rejax:,.0f} env steps/s; rl PPO at its settings: '
-            f'{at_rejax.rate:,.0f}, with cpu_threads.host_cores = 1 {at_rejax_one.rate:,.0f}; '
-            f'rl/rejax ratio: {at_rejax.rate / rejax:.2f} '
-            f'({at_rejax_one.rate / rejax:.2f} with a core left to the runner)')
+      joint_config = os.path.join(workdir, 'rejax_joint.gin')
+      with open(joint_config, 'w', encoding='utf-8') as f:
+        f.write(REJAX_JOINT)
+      at_rejax = {
+          'joint': RlRun(workdir, 'rejax_joint', joint_config, 1024, 50, 250),
+          'separate': RlRun(workdir, 'rejax_separate', BREAKOUT, 1024, 50, 250,
+                            bindings=REJAX_SETTINGS)}
+      rejax = RejaxRun(args.rejax_python)
+      ratios = rejax_ratios(rejax, at_rejax, args.rounds)
+      print(f'rejax PPO breakout_1m: {statistics.median(rejax.rates):,.0f} env steps/s; rl at '
+            f"its settings: PPOJoint {at_rejax['joint'].rate:,.0f}, PPO (separate networks) "
+            f"{at_rejax['separate'].rate:,.0f}")
+      rejax_line = (f"rl/rejax ratio: {statistics.median(ratios['joint']):.2f} (PPOJoint; each "
+                    f"round: {', '.join(f'{r:.2f}' for r in ratios['joint'])}; rl's PPO "
+                    f"{statistics.median(ratios['separate']):.2f}, each round: "
+                    f"{', '.join(f'{r:.2f}' for r in ratios['separate'])})")
   steps, mean_return = floor.learning(200_000)
   print(f'learning (the floor, seed 0): mean return {mean_return:.1f} of the episodes that '
         f'ended in its last {args.updates} updates, at {steps:,} env steps')
@@ -387,6 +277,8 @@ def main():
   if args.breakout_seeds:
     print(f"seeds/single throughput ratio: {statistics.median(breakout_ratios):.2f} (each round: "
           f"{', '.join(f'{r:.2f}' for r in breakout_ratios)})")
+  if rejax_line:
+    print(rejax_line)
 
 
 # rejax's `breakout_1m` PPO settings on rl's PPO (configs/ppo_minatar_breakout_jax.gin):
@@ -397,6 +289,47 @@ REJAX_SETTINGS = (
     "policy/multifactor.factors = 'constant'", "value/multifactor.factors = 'constant'",
     'policy/multifactor.constant = 2.5674e-4', 'value/multifactor.constant = 2.5674e-4',
 )
+
+
+# rl's PPOJoint at the same settings, the like-for-like of rejax's PPO: rejax
+# updates its actor and critic (separate networks, as PolicyAndValue.joint =
+# False) on each minibatch together, as PPOJoint's one loss over both does.
+# One Adam over both networks is Adam on each, but for the gradient-norm clip
+# taken over both. The Breakout config's cadence: an evaluation every 49
+# epochs, a checkpoint every 100, XLA on every core.
+REJAX_JOINT = """
+RLTask.env = 'gymnax:Breakout-MinAtar'
+RLTask.n_envs = 32
+RLTask.gamma = 0.995
+RLTask.seed = 0
+train_rl.trainer_class = @PPOJoint
+train_rl.checkpoint_every = 100
+compiler.fast_compile = False
+cpu_threads.host_cores = 0
+PPOJoint.n_interactions_per_epoch = 1024
+PPOJoint.n_eval_episodes = 10
+PPOJoint.eval_every = 49
+PPOJoint.joint_model = @PolicyAndValue
+PolicyAndValue.joint = False
+PPOJoint.optimizer = @Adam
+PPOJoint.lr_schedule = @multifactor
+PPOJoint.batch_size = 256
+PPOJoint.train_steps_per_epoch = 16
+PPOJoint.max_slice_length = 1
+PPOJoint.advantages_per_chunk = True
+PPOJoint.advantage_estimator = @gae
+gae.lambda_ = 0.95
+PPOJoint.added_policy_slice_length = 32
+PPOJoint.epsilon = 0.2
+PPOJoint.value_loss_coeff = 0.25
+PPOJoint.entropy_coeff = 0.01
+MLP.layer_widths = (64, 64)
+MLP.activation_fn = 'tanh'
+Adam.weight_decay_rate = 0.0
+Adam.clip_grad_norm = 1.0
+multifactor.factors = 'constant'
+multifactor.constant = 2.5674e-4
+"""
 
 
 if __name__ == '__main__':
