@@ -260,7 +260,7 @@ def main():
                             bindings=REJAX_SETTINGS)}
       rejax = RejaxRun(args.rejax_python)
       ratios = rejax_ratios(rejax, at_rejax, args.rounds)
-      print(f'rejax PPO breakout_1m: {statistics.median(rejax.rates):,.0f} env steps/s; rl at '
+      print(f'rejax PPO breakout_1m: {rejax.rate:,.0f} env steps/s; rl at '
             f"its settings: PPOJoint {at_rejax['joint'].rate:,.0f}, PPO (separate networks) "
             f"{at_rejax['separate'].rate:,.0f}")
       rejax_line = (f"rl/rejax ratio: {statistics.median(ratios['joint']):.2f} (PPOJoint; each "

@@ -118,8 +118,7 @@ class Paired:
     self._floor()
     self._run()
     self._floor()
-    floor = statistics.mean(self._floor.rates[-2:])
-    self.ratios.append(self._run.rates[-1] / floor)
+    self.ratios.append(ratio_to_around(self._run, self._floor))
 
   @property
   def ratio(self):
@@ -138,6 +137,16 @@ class RejaxRun:
     out = subprocess.run(self._command, check=True, capture_output=True, text=True).stdout
     self.rates.append(float(out.strip().splitlines()[-1].split()[-1]))
 
+  @property
+  def rate(self):
+    return statistics.median(self.rates)
+
+
+def ratio_to_around(side, reference):
+  """`side`'s last rate over the mean of `reference`'s last two: its turns just before and
+  just after."""
+  return side.rates[-1] / statistics.mean(reference.rates[-2:])
+
 
 def rejax_ratios(rejax, runs, turns):
   """Each of rl's `runs` ({name: RlRun}) a turn between two turns of rejax: {name: each
@@ -149,7 +158,6 @@ def rejax_ratios(rejax, runs, turns):
     for run in runs.values():
       run()
     rejax()
-    around = statistics.mean(rejax.rates[-2:])
     for name, run in runs.items():
-      ratios[name].append(run.rates[-1] / around)
+      ratios[name].append(ratio_to_around(run, rejax))
   return ratios
