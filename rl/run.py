@@ -39,26 +39,40 @@ from rl.errors import WriteFailed
 FLAGS = flags.FLAGS
 # The errors of a write that found no room: a full disk, a quota, `ulimit -f`.
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-flags.DEFINE_multi_string('config_file', [], 'Gin config files, parsed in order.')
-flags.DEFINE_multi_string('config', [], 'Gin bindings applied after the files, e.g. '
-                          "'RLTask.gamma = 0.95'.")
-flags.DEFINE_string('output_dir', None, 'The run folder (default: runs/<stem of the '
-                    'first config file>).')
-flags.DEFINE_integer('seed', None, 'Overrides RLTask.seed (0 to 2**31 - 1).')
-flags.DEFINE_string('seeds', None, "Several seeds, e.g. '0-7' or '0,3,5': one ordinary run "
-                    'folder <output_dir>/seed_<n> each. On JAX-native envs (gymnax:) they '
-                    'train together, vmapped in one compiled call per epoch; on gymnasium envs '
-                    'one after the other.')
-flags.DEFINE_bool('verbose', False, 'Print every epoch\'s line (the same as --config '
-                  "'console.verbose = True'); by default the console shows the first and last "
-                  'epoch, every evaluating epoch and otherwise one line every '
-                  'console.every_seconds (5 s). log.txt and metrics.jsonl keep every epoch.')
-flags.DEFINE_bool('allow_config_change', False, 'Resume a run whose config differs '
-                  'from the one it was started with (on purpose).')
-flags.DEFINE_string('compilation_cache_dir', None, "JAX's persistent compilation cache "
-                    "folder; '', off or none turns the cache off. Default: "
-                    '$RL_COMPILATION_CACHE_DIR if set (a folder, or off), else '
-                    '$XDG_CACHE_HOME/rl/jax_compilation_cache (~/.cache/rl/jax_compilation_cache).')
+
+
+def define_flags(flag_values):
+  """Defines the command line's flags on `flag_values` (absl's FLAGS, at import).
+
+  A fresh FlagValues holds them alone, for calling `main` in a process that
+  also imports launch.sweep, whose --seeds of the same name is a list.
+  """
+  define = dict(flag_values=flag_values)
+  flags.DEFINE_multi_string('config_file', [], 'Gin config files, parsed in order.', **define)
+  flags.DEFINE_multi_string('config', [], 'Gin bindings applied after the files, e.g. '
+                            "'RLTask.gamma = 0.95'.", **define)
+  flags.DEFINE_string('output_dir', None, 'The run folder (default: runs/<stem of the '
+                      'first config file>).', **define)
+  flags.DEFINE_integer('seed', None, 'Overrides RLTask.seed (0 to 2**31 - 1).', **define)
+  flags.DEFINE_string('seeds', None, "Several seeds, e.g. '0-7' or '0,3,5': one ordinary run "
+                      'folder <output_dir>/seed_<n> each. On JAX-native envs (gymnax:) they '
+                      'train together, vmapped in one compiled call per epoch; on gymnasium '
+                      'envs one after the other.', **define)
+  flags.DEFINE_bool('verbose', False, 'Print every epoch\'s line (the same as --config '
+                    "'console.verbose = True'); by default the console shows the first and "
+                    'last epoch, every evaluating epoch and otherwise one line every '
+                    'console.every_seconds (5 s). log.txt and metrics.jsonl keep every epoch.',
+                    **define)
+  flags.DEFINE_bool('allow_config_change', False, 'Resume a run whose config differs '
+                    'from the one it was started with (on purpose).', **define)
+  flags.DEFINE_string('compilation_cache_dir', None, "JAX's persistent compilation cache "
+                      "folder; '', off or none turns the cache off. Default: "
+                      '$RL_COMPILATION_CACHE_DIR if set (a folder, or off), else '
+                      '$XDG_CACHE_HOME/rl/jax_compilation_cache '
+                      '(~/.cache/rl/jax_compilation_cache).', **define)
+
+
+define_flags(FLAGS)
 
 
 def stray_arguments(args):

@@ -3,7 +3,9 @@
 Also keeps the suite out of the user's compilation cache: every `rl.run`,
 `rl.evaluate` and `launch.sweep` process the tests start (and any in-process
 call of rl.compilation_cache.configure) caches in one temporary folder for the
-session, removed at its end, never in ~/.cache.
+session, never in ~/.cache. pytest's main process makes the folder before it
+starts xdist's workers, which inherit it, so a program compiled by one worker
+is read from the cache by the other; the main process removes it at the end.
 """
 import os
 import shutil
@@ -16,9 +18,12 @@ import pytest
 
 from rl import compilation_cache
 
-# Set at import, before any test module, fixture or child process reads it.
-_COMPILATION_CACHE = tempfile.mkdtemp(prefix='rl-test-compilation-cache-')
-os.environ[compilation_cache.ENV_VAR] = _COMPILATION_CACHE
+# Set at import, before any test module, fixture or child process reads it. An
+# xdist worker (PYTEST_XDIST_WORKER set) takes the folder of the main process.
+_WORKER = 'PYTEST_XDIST_WORKER' in os.environ
+if not (_WORKER and os.environ.get(compilation_cache.ENV_VAR)):
+  os.environ[compilation_cache.ENV_VAR] = tempfile.mkdtemp(prefix='rl-test-compilation-cache-')
+_COMPILATION_CACHE = os.environ[compilation_cache.ENV_VAR]
 # The tests' own programs (compiled in this process) are cached there too: many
 # tests build trainers of the same tiny configs, whose programs are then
 # compiled once per worker instead of once per test.
@@ -27,7 +32,8 @@ compilation_cache.configure(None, 'pytest')
 
 def pytest_unconfigure(config):
   del config
-  shutil.rmtree(_COMPILATION_CACHE, ignore_errors=True)
+  if not _WORKER:
+    shutil.rmtree(_COMPILATION_CACHE, ignore_errors=True)
 
 
 class ChainEnv(gym.Env):

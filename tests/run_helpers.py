@@ -1,9 +1,19 @@
-"""What several test files share: the tiny REINFORCE run, the command line, folder snapshots."""
+"""What several test files share: the tiny REINFORCE run, the command line, folder snapshots.
+
+Also the gated config that holds a run past its first checkpoint
+(tests/sweep_gate.py), and what tests of a resumed run compare.
+"""
 import hashlib
 import os
 import signal
 import subprocess
 import sys
+import time
+
+import in_process
+from rl.data.checkpoints import Checkpointer
+from rl.metrics import TIMING_KEYS
+import sweep_gate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REINFORCE = os.path.join(ROOT, 'configs', 'reinforce_cartpole.gin')
@@ -46,8 +56,16 @@ def default_sigint():
   signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def cli(*args, timeout=240):
-  """`python -m rl.run *args` from the repository root, its output captured."""
+def cli(*args):
+  """`python -m rl.run *args`, called in this process (tests/in_process.py), its output captured."""
+  return in_process.run(*args)
+
+
+def cli_process(*args, timeout=240):
+  """`python -m rl.run *args` in a new process from the repository root, its output captured.
+
+  For tests about the process: signals, its exit, its environment, XLA's threads.
+  """
   return subprocess.run([sys.executable, '-m', 'rl.run', *args], cwd=ROOT,
                         capture_output=True, text=True, timeout=timeout)
 
@@ -59,3 +77,39 @@ def assert_one_line_error(result, *needles):
   assert len(err) == 1, result.stderr
   for needle in needles:
     assert needle in err[0], err[0]
+
+
+def final_params(folder):
+  step, arrays, _ = Checkpointer(os.path.join(folder, 'checkpoints')).restore_latest()
+  return step, arrays['trainers']['policy']['params']
+
+
+def without_timing(records):
+  return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in records]
+
+
+def gated_config(tmp_path):
+  """(gate, config) for tests/sweep_gate.py's CartPole, which waits at the gate file.
+
+  A run on the config file (every run of a sweep given it too) stops inside
+  the epoch after its first checkpoint until the test creates the gate, so a
+  signal always finds it there and a run cannot finish before, however fast
+  or loaded the machine is; with the gate already there it is CartPole-v1.
+  """
+  gate = tmp_path / 'gate'
+  gated = tmp_path / 'gated.gin'
+  gated.write_text('import tests.sweep_gate\n'
+                   "RLTask.env = 'rl_test/GatedCartPole-v1'\n"
+                   f'RLTask.env_kwargs = {{"gate": {str(gate)!r}}}\n')
+  return gate, gated
+
+
+def wait_for_checkpoint(proc, out, epoch, gate):
+  """Waits until the run has checkpoint `epoch` and is held at `gate` (past its save)."""
+  checkpoint = out / 'checkpoints' / str(epoch)
+  deadline = time.time() + 180
+  while (not (checkpoint.exists() and sweep_gate.waiting(gate)) and proc.poll() is None
+         and time.time() < deadline):
+    time.sleep(0.05)
+  assert proc.poll() is None and checkpoint.exists(), 'the run never reached its checkpoint'
+  assert sweep_gate.waiting(gate), 'the run never reached the gate'

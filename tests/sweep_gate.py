@@ -1,4 +1,4 @@
-"""A CartPole that holds its run midway until a test opens a gate (tests/test_sweep.py).
+"""A CartPole that holds its run midway until a test opens a gate (tests/test_sweep_interrupted.py).
 
 A gin config with the line `import tests.sweep_gate` registers
 'rl_test/GatedCartPole-v1': CartPole-v1 whose `step` waits once its run has saved a

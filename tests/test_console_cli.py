@@ -11,7 +11,8 @@ from run_helpers import ROOT
 from run_helpers import TINY
 from run_helpers import assert_one_line_error
 from run_helpers import cli
-from test_run import gated_config
+from run_helpers import cli_process
+from run_helpers import gated_config
 
 # Every third epoch evaluates; the console's interval is longer than any test,
 # so which epochs it shows does not depend on the machine's speed.
@@ -84,7 +85,7 @@ def test_progress_lines_while_the_first_epoch_of_a_process_runs(tmp_path):
   out = tmp_path / 'run'
   args = [f'--config_file={REINFORCE}', f'--config_file={gated}', f'--output_dir={out}',
           *[f'--config={b}' for b in TINY]]
-  first = cli(*args, '--config=train_rl.n_epochs = 1')
+  first = cli_process(*args, '--config=train_rl.n_epochs = 1')
   assert first.returncode == 0, first.stderr
   proc = subprocess.Popen([sys.executable, '-m', 'rl.run', *args,
                            '--config=console.progress_seconds = 0.05'],

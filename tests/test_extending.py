@@ -2,14 +2,13 @@
 import importlib
 import math
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from rl.metrics import read_metrics
 from run_helpers import ROOT
+from run_helpers import cli
 
 CONFIG = os.path.join('docs', 'examples', 'kl_ppo_cartpole.gin')
 # Two tiny epochs: 64 env steps, 2 gradient steps a network, one eval episode.
@@ -50,10 +49,8 @@ def test_beta_doubles_above_and_halves_below_the_target_band(kl_ppo):
 
 def test_rl_run_trains_the_example_and_resumes_its_beta(tmp_path):
   def run(*bindings):
-    return subprocess.run(
-        [sys.executable, '-m', 'rl.run', f'--config_file={CONFIG}', f'--output_dir={tmp_path}',
-         *(f'--config={b}' for b in TINY + list(bindings))],
-        cwd=ROOT, capture_output=True, text=True, timeout=240)
+    return cli(f'--config_file={CONFIG}', f'--output_dir={tmp_path}',
+               *(f'--config={b}' for b in TINY + list(bindings)))
 
   # One epoch, then a rerun resumes from its checkpoint for the second.
   first = run('train_rl.n_epochs = 1')

@@ -22,6 +22,7 @@ from rl.errors import ConfigError
 from run_helpers import ROOT
 from run_helpers import assert_one_line_error
 from run_helpers import cli
+from run_helpers import cli_process
 
 ABSENT = 'rl_test_absent_dependency'
 
@@ -172,8 +173,9 @@ def test_rl_run_says_why_an_installed_gymnax_cannot_be_imported(tmp_path, monkey
   stub.mkdir(parents=True)
   (stub / '__init__.py').write_text(f'import {ABSENT}\n')
   monkeypatch.setenv('PYTHONPATH', os.pathsep.join([str(stub.parent), ROOT]))
-  result = cli('--config_file=configs/ppo_cartpole_jax.gin', f'--output_dir={tmp_path}/run',
-               '--config=train_rl.n_epochs=2')
+  # A process: the stub comes first on its PYTHONPATH.
+  result = cli_process('--config_file=configs/ppo_cartpole_jax.gin',
+                       f'--output_dir={tmp_path}/run', '--config=train_rl.n_epochs=2')
   assert_one_line_error(result, f"gymnax is installed but cannot be imported: No module named "
                         f"'{ABSENT}'", "reinstall the gymnax extra", "pip install '.[gymnax]'")
   assert not (tmp_path / 'run').exists()

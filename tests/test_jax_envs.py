@@ -22,6 +22,8 @@ from rl.algorithms import PPO
 from rl.algorithms import PPOJoint
 from rl.algorithms import PolicyGradientTrainer
 from run_helpers import ROOT
+from run_helpers import cli
+from run_helpers import wait_for_checkpoint
 import sweep_gate
 
 pytest.importorskip('gymnax')
@@ -199,10 +201,8 @@ def test_unsupported_input_is_refused_in_one_line(make, words):
 
 
 def test_the_runner_refuses_an_unknown_jax_env_in_one_line(tmp_path):
-  result = subprocess.run(
-      [sys.executable, '-m', 'rl.run', f'--config_file={PPO_JAX}',
-       "--config=RLTask.env = 'gymnax:Breakout-MinAtarr'", f'--output_dir={tmp_path / "r"}'],
-      cwd=ROOT, capture_output=True, text=True, timeout=120)
+  result = cli(f'--config_file={PPO_JAX}', "--config=RLTask.env = 'gymnax:Breakout-MinAtarr'",
+               f'--output_dir={tmp_path / "r"}')
   assert result.returncode != 0
   lines = result.stderr.strip().splitlines()
   assert len(lines) == 1 and "Did you mean 'gymnax:Breakout-MinAtar'" in lines[0], lines
@@ -226,7 +226,6 @@ def test_sigkill_mid_run_then_resume_is_bit_exact_on_jax_native_envs(tmp_path):
   proc = subprocess.Popen([sys.executable, '-m', 'rl.run', *flags, f'--output_dir={killed}'],
                           cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL)
-  from test_run import wait_for_checkpoint  # pylint: disable=import-outside-toplevel
   wait_for_checkpoint(proc, killed, 2, gate)
   proc.send_signal(signal.SIGKILL)
   proc.wait()

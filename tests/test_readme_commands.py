@@ -1,9 +1,11 @@
 """Every command README.md and docs/getting-started.md show runs, as shown, with tiny epoch counts.
 
-The commands of each page run in order in one temporary folder that links the
-repository's files (configs/, docs/, ...), so a later command (rl.evaluate,
-rl.report) reads the folders an earlier one wrote, and a renamed config or a
-changed flag fails here.
+A page's commands split into chains: a command that makes a run folder
+(rl.run with a config file, launch.sweep) starts one, and a later command
+that reads a folder (a resume, rl.evaluate, rl.report) runs after the chain
+that made it, in the same temporary folder, which links the repository's
+files (configs/, docs/, ...). Each chain is a test of its own, so the chains
+run on both workers. A renamed config or a changed flag fails here.
 """
 import os
 import re
@@ -29,7 +31,7 @@ NOT_RUN = {
     'python -m pytest': 'the test suite itself',
     'python -m rl.run --config_file=configs/ppo_joint_pong.gin':
         "the GPU example: an Atari CNN whose first epoch takes minutes on a CPU "
-        "(tests/test_configs.py runs this config for two tiny epochs)",
+        "(tests/test_frames.py trains this config for two tiny epochs and resumes it)",
 }
 # Programs whose commands are not run here, by name, each with the reason.
 NOT_RUN_PROGRAMS = {
@@ -154,23 +156,91 @@ def test_a_renamed_config_or_an_unknown_command_is_caught():
   assert "'python -m rl.evaluat --output_dir=runs/x': neither run" in problems[1]
 
 
-@pytest.mark.parametrize('page', PAGES)
-def test_every_shown_command_runs(page, tmp_path):
-  commands = page_commands(page)
-  problems = check_shown(commands)
-  assert not problems, '\n'.join(problems)
-  folder = workspace(tmp_path)
-  env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-      [ROOT] + ([os.environ['PYTHONPATH']] if os.environ.get('PYTHONPATH') else [])))
-  ran = 0
+def flag_value(words, flag):
+  """The value of `--flag=V` or `--flag V` in `words`, else None."""
+  for i, word in enumerate(words):
+    if word.startswith(flag + '='):
+      return word.split('=', 1)[1]
+    if word == flag and i + 1 < len(words):
+      return words[i + 1]
+  return None
+
+
+def folders(words):
+  """(the folder a command makes or None, the folders it reads) of `python -m MODULE ...`."""
+  module = module_of(words)
+  output_dir = flag_value(words, '--output_dir')
+  config = flag_value(words, '--config_file')
+  if module in ('rl.run', 'launch.sweep') and config:
+    stem = os.path.splitext(os.path.basename(config))[0]
+    return os.path.normpath(output_dir or os.path.join('runs', stem)), []
+  if module == 'rl.report':
+    return None, [os.path.normpath(w) for w in words[3:] if not w.startswith('-')]
+  return None, [os.path.normpath(output_dir)] if output_dir else []
+
+
+def chains(commands):
+  """The commands to run, as lists of words, in independent chains.
+
+  A command that reads a folder joins the chain that made that folder or a
+  folder inside it (`rl.report runs/` joins the first); one that reads none
+  of them starts a chain of its own.
+  """
+  out, made_by = [], {}
   for command in commands:
     for action, words in plan(command):
       if action != 'run':
         continue
-      args = [sys.executable] + words[1:] + RUN[module_of(words)]
-      result = subprocess.run(args, cwd=folder, env=env, capture_output=True, text=True,
-                              timeout=300)
-      assert result.returncode == 0, (f'{page}: {shlex.join(words)} exited '
-                                      f'{result.returncode}:\n{result.stderr[-2000:]}')
-      ran += 1
-  assert ran, f'{page} shows no command this test runs'
+      made, read = folders(words)
+      chain = next((made_by[m] for r in read for m in made_by
+                    if m == r or m.startswith(r + os.sep)), None)
+      if chain is None:
+        chain = len(out)
+        out.append([])
+      out[chain].append(words)
+      if made is not None:
+        made_by.setdefault(made, chain)
+  return out
+
+
+def test_commands_that_read_a_folder_run_after_the_command_that_made_it():
+  shown = ['python -m rl.run --config_file=configs/a.gin',
+           'python -m rl.run --config_file=configs/b.gin --output_dir runs/b',
+           'python -m rl.run --output_dir runs/b', 'python -m rl.evaluate --output_dir=runs/a',
+           'python -m rl.report runs/', 'python -m launch.sweep --config_file=configs/a.gin '
+           '--sweep=s.yaml --output_dir=runs/s', 'python -m rl.report runs/s']
+  assert [[words[-1] for words in chain] for chain in chains(shown)] == [
+      ['--config_file=configs/a.gin', '--output_dir=runs/a', 'runs/'],
+      ['runs/b', 'runs/b'], ['--output_dir=runs/s', 'runs/s']]
+
+
+def page_chains():
+  """(page, chain number) of every chain of every page, the tests' parameters."""
+  out = []
+  for page in PAGES:
+    path = os.path.join(ROOT, page)
+    if os.path.exists(path):
+      with open(path, encoding='utf-8') as f:
+        out += [(page, i) for i in range(len(chains(shown_commands(f.read()))))]
+  return out
+
+
+@pytest.mark.parametrize('page', PAGES)
+def test_every_shown_command_is_run_or_skipped_with_a_reason(page):
+  commands = page_commands(page)
+  problems = check_shown(commands)
+  assert not problems, '\n'.join(problems)
+  assert chains(commands), f'{page} shows no command this test runs'
+
+
+@pytest.mark.parametrize('page, chain', page_chains())
+def test_every_shown_command_runs(page, chain, tmp_path):
+  folder = workspace(tmp_path)
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+      [ROOT] + ([os.environ['PYTHONPATH']] if os.environ.get('PYTHONPATH') else [])))
+  for words in chains(page_commands(page))[chain]:
+    args = [sys.executable] + words[1:] + RUN[module_of(words)]
+    result = subprocess.run(args, cwd=folder, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, (f'{page}: {shlex.join(words)} exited '
+                                    f'{result.returncode}:\n{result.stderr[-2000:]}')

@@ -18,13 +18,14 @@ from run_helpers import ROOT
 from run_helpers import TINY
 from run_helpers import TINY_WITHOUT_ENVS
 from run_helpers import cli
+from run_helpers import cli_process
 from run_helpers import default_sigint
+from run_helpers import final_params
+from run_helpers import gated_config
 from run_helpers import snapshot
-from test_run import final_params
-from test_run import gated_config
-from test_run import wait_for_checkpoint
-from test_run import without_timing
-import test_sweep
+from run_helpers import wait_for_checkpoint
+from run_helpers import without_timing
+import sweep_helpers
 
 
 def one_line(stderr):
@@ -110,8 +111,9 @@ def test_evaluate_ctrl_c_and_sigterm_are_one_line_each(tmp_path):
   gate, gated = gated_config(tmp_path)
   out = tmp_path / 'run'
   gate.write_text('')  # open while the run trains
-  trained = cli(f'--config_file={REINFORCE}', f'--config_file={gated}', f'--output_dir={out}',
-                *[f'--config={b}' for b in TINY])
+  # A process: the config.gin it saves imports tests.sweep_gate as rl.evaluate's process does.
+  trained = cli_process(f'--config_file={REINFORCE}', f'--config_file={gated}',
+                        f'--output_dir={out}', *[f'--config={b}' for b in TINY])
   assert trained.returncode == 0, trained.stderr
   gate.unlink()  # closed: each evaluation below is held in its first step
   before = snapshot(out)
@@ -132,14 +134,14 @@ def test_sigterm_stops_a_sweep_and_its_runs_and_a_rerun_resumes(tmp_path):
   grid = tmp_path / 'grid.yaml'
   grid.write_text('RLTask.n_envs: [4]\n')
   out = tmp_path / 'sweep'
-  gated, gate = test_sweep.gated_config(tmp_path)
+  gate, gated = gated_config(tmp_path)
   args = [f'--config_file={REINFORCE}', f'--config_file={gated}', f'--sweep={grid}',
           f'--output_dir={out}', '--seeds=0', '--parallel=1',
           *[f'--config={b}' for b in TINY_WITHOUT_ENVS]]
   sweep = subprocess.Popen([sys.executable, '-m', 'launch.sweep', *args], cwd=ROOT,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   try:
-    midway = test_sweep.wait_until_a_run_is_midway(out, sweep, gate)
+    midway = sweep_helpers.wait_until_a_run_is_midway(out, sweep, gate)
     assert midway is not None, 'no run of the sweep reached its gate'
     sweep.send_signal(signal.SIGTERM)
     stdout, stderr = sweep.communicate(timeout=120)
@@ -153,14 +155,14 @@ def test_sigterm_stops_a_sweep_and_its_runs_and_a_rerun_resumes(tmp_path):
   assert last.startswith('[sweep] SIGTERM: interrupted: 1 runs cut short'), stdout
   assert 'rerun the same command to resume' in last
   # The sweep's SIGTERM reached its rl.run, which stopped with its own line.
-  assert test_sweep.lock_is_free(midway)
+  assert sweep_helpers.lock_is_free(midway)
   with open(str(midway) + '.log') as f:
     assert 'rl.run: SIGTERM: interrupted in epoch 2/3' in f.read()
-  assert test_sweep.epochs_logged(midway) == [1]
+  assert sweep_helpers.epochs_logged(midway) == [1]
 
   gate.write_text('')
-  rerun = test_sweep.cli(*args, timeout=300)
+  rerun = sweep_helpers.cli(*args, timeout=300)
   assert rerun.returncode == 0, rerun.stdout + rerun.stderr
-  assert test_sweep.epochs_logged(midway) == [1, 2, 3]
+  assert sweep_helpers.epochs_logged(midway) == [1, 2, 3]
   with open(str(midway) + '.log') as f:
     assert f'Resuming {midway} from epoch 1/' in f.read()
