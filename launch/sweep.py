@@ -76,49 +76,60 @@ from rl import run as run_lib  # also defines the flags redefined below
 from rl import termination
 
 FLAGS = flags.FLAGS
-# rl.run (imported for its flags parser) defines these names for one run.
-# absl allows one flag per name in a process, so they are redefined here with
-# allow_override, the same types and defaults (rl.run reads them alike when
-# tests import both), and their meaning in a sweep, which --help then shows.
-flags.DEFINE_multi_string('config_file', [], 'Gin config files every run starts from, '
-                          'parsed in order (required).', allow_override=True)
-flags.DEFINE_multi_string('config', [], 'Gin bindings every run applies after the config '
-                          "files, e.g. 'RLTask.max_steps = 10000'; the names the sweep file "
-                          'or --seeds set are refused here.', allow_override=True)
-flags.DEFINE_string('output_dir', None, 'The sweep folder (required): every run in '
-                    '<output_dir>/<grid point>/seed_<n>, its output appended to '
-                    'seed_<n>.log (a JAX-native point\'s seeds, run by one process: to '
-                    '<grid point>/seeds.log), and index.json listing the runs.',
-                    allow_override=True)
-flags.DEFINE_bool('allow_config_change', False, 'Passed to every run: resume a run whose '
-                  'config changed since it started (on purpose) instead of failing it.',
-                  allow_override=True)
-flags.DEFINE_string('compilation_cache_dir', None, "Passed to every run: JAX's persistent "
-                    "compilation cache folder the runs share; '' turns it off. Default: the "
-                    "runs' own ($RL_COMPILATION_CACHE_DIR if set, else "
-                    '~/.cache/rl/jax_compilation_cache).', allow_override=True)
-flags.DEFINE_integer('seed', None, "Refused: rl.run's single seed; a sweep runs every grid "
-                     'point with each of --seeds.', allow_override=True)
-flags.DEFINE_string('sweep', None, 'YAML file mapping gin binding names to value lists '
-                    '(required).')
-# Overrides rl.run's --seeds (a string of seeds for one process); here a list.
-flags.DEFINE_list('seeds', ['0'], 'Seeds to run every grid point with, e.g. 0,1,2 (on a '
-                  'JAX-native env, one rl.run per grid point trains them together).',
-                  allow_override=True)
-flags.DEFINE_integer('parallel', None, 'rl.run processes at once (default: the number of CPUs '
-                     "for 'local'; for 'ray', every one is submitted and Ray queues them). "
-                     "A JAX-native grid point's seeds share one.")
-flags.DEFINE_enum('backend', 'local', ['local', 'ray'], "Where runs execute: 'local' "
-                  "(subprocesses on this machine) or 'ray' (a task each on a Ray cluster; "
-                  "pip install '.[ray]').")
-flags.DEFINE_string('ray_address', None, "The Ray cluster to join: 'auto' (the one started on "
-                    "this node with 'ray start'), 'host:6379' or 'ray://host:10001' (Ray "
-                    "Client, needs pip install 'ray[client]'). Unset: a new local Ray "
-                    'instance (or $RAY_ADDRESS if set).')
-flags.DEFINE_float('ray_num_cpus', 1.0, 'CPUs Ray reserves for each rl.run process (a run, '
-                   "or a JAX-native grid point's seeds; rl.run runs single-threaded on the CPU).")
-flags.DEFINE_float('ray_num_gpus', 0.0, 'GPUs Ray reserves for each rl.run process (fractions '
-                   'share one).')
+
+
+def define_flags(flag_values):
+  """Defines launch.sweep's flags on `flag_values` (absl's FLAGS, at import; see rl.run's).
+
+  rl.run (imported for its flags parser) defines some of these names for one
+  run. absl allows one flag per name in a process, so they are redefined with
+  allow_override and their meaning in a sweep, which --help then shows.
+  """
+  define = dict(flag_values=flag_values)
+  redefine = dict(define, allow_override=True)
+  flags.DEFINE_multi_string('config_file', [], 'Gin config files every run starts from, '
+                            'parsed in order (required).', **redefine)
+  flags.DEFINE_multi_string('config', [], 'Gin bindings every run applies after the config '
+                            "files, e.g. 'RLTask.max_steps = 10000'; the names the sweep file "
+                            'or --seeds set are refused here.', **redefine)
+  flags.DEFINE_string('output_dir', None, 'The sweep folder (required): every run in '
+                      '<output_dir>/<grid point>/seed_<n>, its output appended to '
+                      'seed_<n>.log (a JAX-native point\'s seeds, run by one process: to '
+                      '<grid point>/seeds.log), and index.json listing the runs.',
+                      **redefine)
+  flags.DEFINE_bool('allow_config_change', False, 'Passed to every run: resume a run whose '
+                    'config changed since it started (on purpose) instead of failing it.',
+                    **redefine)
+  flags.DEFINE_string('compilation_cache_dir', None, "Passed to every run: JAX's persistent "
+                      "compilation cache folder the runs share; '' turns it off. Default: the "
+                      "runs' own ($RL_COMPILATION_CACHE_DIR if set, else "
+                      '~/.cache/rl/jax_compilation_cache).', **redefine)
+  flags.DEFINE_integer('seed', None, "Refused: rl.run's single seed; a sweep runs every grid "
+                       'point with each of --seeds.', **redefine)
+  flags.DEFINE_string('sweep', None, 'YAML file mapping gin binding names to value lists '
+                      '(required).', **define)
+  # Overrides rl.run's --seeds (a string of seeds for one process); here a list.
+  flags.DEFINE_list('seeds', ['0'], 'Seeds to run every grid point with, e.g. 0,1,2 (on a '
+                    'JAX-native env, one rl.run per grid point trains them together).',
+                    **redefine)
+  flags.DEFINE_integer('parallel', None, 'rl.run processes at once (default: the number of '
+                       "CPUs for 'local'; for 'ray', every one is submitted and Ray queues them). "
+                       "A JAX-native grid point's seeds share one.", **define)
+  flags.DEFINE_enum('backend', 'local', ['local', 'ray'], "Where runs execute: 'local' "
+                    "(subprocesses on this machine) or 'ray' (a task each on a Ray cluster; "
+                    "pip install '.[ray]').", **define)
+  flags.DEFINE_string('ray_address', None, "The Ray cluster to join: 'auto' (the one started "
+                      "on this node with 'ray start'), 'host:6379' or 'ray://host:10001' (Ray "
+                      "Client, needs pip install 'ray[client]'). Unset: a new local Ray "
+                      'instance (or $RAY_ADDRESS if set).', **define)
+  flags.DEFINE_float('ray_num_cpus', 1.0, 'CPUs Ray reserves for each rl.run process (a run, '
+                     "or a JAX-native grid point's seeds; rl.run runs single-threaded on the "
+                     'CPU).', **define)
+  flags.DEFINE_float('ray_num_gpus', 0.0, 'GPUs Ray reserves for each rl.run process (fractions '
+                     'share one).', **define)
+
+
+define_flags(FLAGS)
 
 
 def _binding_name(binding):

@@ -49,19 +49,29 @@ from rl.errors import UserError
 from rl.envs.task import RLTask
 
 FLAGS = flags.FLAGS
-# --output_dir and --compilation_cache_dir are rl.run's flags (imported
-# above): absl refuses a second definition of the same name in one process,
-# and their meaning is the same.
-# rl.run's flags that rl.evaluate reads, listed by --help with its own.
-flags.declare_key_flag('output_dir')
-flags.declare_key_flag('compilation_cache_dir')
-# Here the folder is required and holds the run to evaluate, so its help says so.
-FLAGS['output_dir'].help = 'The run folder to evaluate (required): its config.gin and checkpoints.'
-flags.DEFINE_integer('n_episodes', None, 'Episodes to play (default: the run\'s '
-                     'n_eval_episodes).')
-flags.DEFINE_float('temperature', 0.0, 'Sampling temperature; 0 is greedy.')
-flags.DEFINE_string('video', None, 'Record the first episode to this .mp4 file (needs '
-                    "pip install '.[video]').")
+
+
+def define_flags(flag_values):
+  """Defines rl.evaluate's own flags on `flag_values`, which holds rl.run's (rl.run.define_flags).
+
+  --output_dir and --compilation_cache_dir are rl.run's flags: absl refuses a
+  second definition of the same name in one process, and their meaning is the
+  same. They are listed by --help with rl.evaluate's own.
+  """
+  define = dict(flag_values=flag_values)
+  flags.declare_key_flag('output_dir', **define)
+  flags.declare_key_flag('compilation_cache_dir', **define)
+  # Here the folder is required and holds the run to evaluate, so its help says so.
+  flag_values['output_dir'].help = ('The run folder to evaluate (required): its config.gin and '
+                                    'checkpoints.')
+  flags.DEFINE_integer('n_episodes', None, 'Episodes to play (default: the run\'s '
+                       'n_eval_episodes).', **define)
+  flags.DEFINE_float('temperature', 0.0, 'Sampling temperature; 0 is greedy.', **define)
+  flags.DEFINE_string('video', None, 'Record the first episode to this .mp4 file (needs '
+                      "pip install '.[video]').", **define)
+
+
+define_flags(FLAGS)
 
 
 def evaluate_run(output_dir, n_episodes=None, temperature=0.0, video_path=None):

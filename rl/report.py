@@ -34,8 +34,16 @@ from rl.run_groups import group_runs
 from rl.run_groups import run_bindings
 
 FLAGS = flags.FLAGS
-flags.DEFINE_float('target', None, 'Eval return to reach: adds the runs reaching it and '
-                   'the median env steps and seconds to the first eval at or above it.')
+
+
+def define_flags(flag_values):
+  """Defines rl.report's flags on `flag_values` (absl's FLAGS, at import; see rl.run's)."""
+  flags.DEFINE_float('target', None, 'Eval return to reach: adds the runs reaching it and '
+                     'the median env steps and seconds to the first eval at or above it.',
+                     flag_values=flag_values)
+
+
+define_flags(FLAGS)
 
 REPORT_FILE = 'report.md'
 PLOT_FILE = 'learning_curves.png'

@@ -6,10 +6,21 @@ call of rl.compilation_cache.configure) caches in one temporary folder for the
 session, never in ~/.cache. pytest's main process makes the folder before it
 starts xdist's workers, which inherit it, so a program compiled by one worker
 is read from the cache by the other; the main process removes it at the end.
+
+The suite's programs compile without most of XLA's optimisation passes
+(JAX_DISABLE_MOST_OPTIMIZATIONS, in the environment before JAX is imported, so
+the processes the tests start inherit it): its models are tiny and its runs
+short, so compiling is most of a test's time, and skipping the passes takes a
+third to a half of it off the JAX-native tests (tests/README.md). Every
+comparison of numbers in the suite is between programs compiled alike. The
+real learning test compiles as users do (`full_optimization`).
 """
 import os
 import shutil
 import tempfile
+
+# Before anything imports JAX, which reads it then.
+os.environ['JAX_DISABLE_MOST_OPTIMIZATIONS'] = 'true'
 
 import gin
 import gymnasium as gym
@@ -85,26 +96,28 @@ if 'rl_test/TupleAction-v0' not in gym.registry:
   gym.register('rl_test/TupleAction-v0', entry_point=TupleActionEnv)
 
 
-@pytest.fixture(scope='module')
-def fast_compilation():
-  """XLA without its optimisation passes for a module's tests.
-
-  Their models are tiny, so most of their time is XLA compiling; skipping the
-  optimisation passes roughly halves it without changing what is computed.
-  Restored afterwards so other modules are unaffected.
-  """
+@pytest.fixture
+def full_optimization():
+  """XLA with all its optimisation passes for one test, as a user's run compiles."""
   import jax  # pylint: disable=import-outside-toplevel
-  previous = jax.config.read('jax_disable_most_optimizations')
-  jax.config.update('jax_disable_most_optimizations', True)
+  jax.config.update('jax_disable_most_optimizations', False)
   yield
-  jax.config.update('jax_disable_most_optimizations', previous)
+  jax.config.update('jax_disable_most_optimizations', True)
 
 
-@pytest.fixture(scope='module')
-def finished_run(tmp_path_factory):
-  """A finished tiny REINFORCE run (run_helpers.TINY), one per test module."""
+@pytest.fixture(scope='session')
+def tiny_reference_run(tmp_path_factory):
+  """The finished tiny REINFORCE run (run_helpers.TINY), made once per worker: read it only."""
   from rl import experiment as run_lib  # pylint: disable=import-outside-toplevel
   from run_helpers import REINFORCE, TINY  # pylint: disable=import-outside-toplevel
-  out = str(tmp_path_factory.mktemp('runs') / 'tiny')
+  out = str(tmp_path_factory.mktemp('reference') / 'tiny')
   run_lib.execute([REINFORCE], TINY, out)
+  return out
+
+
+@pytest.fixture(scope='module')
+def finished_run(tiny_reference_run, tmp_path_factory):
+  """A copy of the tiny reference run for one test module, whose tests may extend it."""
+  out = str(tmp_path_factory.mktemp('runs') / 'tiny')
+  shutil.copytree(tiny_reference_run, out)
   return out

@@ -3,7 +3,8 @@
 The sweep's command line in a new process, a free local port, and what a test
 reads of a sweep's run folders while the sweep runs or after: whether its
 rl.run still holds the folder's lock, the epochs it logged, whether it has a
-checkpoint, and the first run held midway at gated_config's gate.
+checkpoint, and the first run held midway at gated_config's gate; a sweep
+signalled once a run is held there.
 """
 import fcntl
 import json
@@ -13,7 +14,9 @@ import subprocess
 import sys
 import time
 
+import in_process
 from run_helpers import ROOT
+from run_helpers import default_sigint
 from run_helpers import TINY_WITHOUT_ENVS
 import sweep_gate
 
@@ -24,6 +27,11 @@ def cli(*args, timeout=120):
   """`python -m launch.sweep *args` in a new process from the repository root, output captured."""
   return subprocess.run([sys.executable, '-m', 'launch.sweep', *args], cwd=ROOT,
                         capture_output=True, text=True, timeout=timeout)
+
+
+def refusal(*args):
+  """`python -m launch.sweep *args` called in this process, for input refused before any run."""
+  return in_process.run(*args, program='launch.sweep')
 
 
 def free_port():
@@ -71,3 +79,27 @@ def wait_until_a_run_is_midway(out, sweep, gate, timeout=300):
         return run_dir
     time.sleep(0.05)
   return None
+
+
+def interrupt_midway(args, out, gate, signum, env=None):
+  """Starts `launch.sweep *args` and sends it `signum` once a run is held midway at `gate`.
+
+  Returns (that run's folder, or None if none got there, the sweep's exit
+  status, stdout, stderr). A sweep that never got there is killed, and none is
+  left running whatever happens.
+  """
+  sweep = subprocess.Popen([sys.executable, '-m', 'launch.sweep', *args], cwd=ROOT, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=default_sigint)
+  try:
+    midway = wait_until_a_run_is_midway(out, sweep, gate)
+    if midway is None:
+      sweep.kill()
+    else:
+      sweep.send_signal(signum)
+    stdout, stderr = sweep.communicate(timeout=120)
+  finally:
+    if sweep.poll() is None:  # the test failed midway: no sweep (nor its runs) left behind
+      sweep.kill()
+      sweep.communicate()
+  return midway, sweep.returncode, stdout, stderr

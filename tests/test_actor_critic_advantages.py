@@ -21,8 +21,6 @@ from rl.ops import advantages
 from rl.algorithms import A2C
 from rl.algorithms import PPO
 
-pytestmark = pytest.mark.usefixtures('fast_compilation')
-
 
 @pytest.mark.parametrize('estimator', [advantages.td_k, advantages.td_lambda, advantages.gae],
                          ids=['td_k', 'td_lambda', 'gae'])

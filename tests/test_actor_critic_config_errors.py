@@ -16,8 +16,6 @@ from rl.algorithms import A2C
 from rl.algorithms import AWR
 from rl.algorithms import PPO
 
-pytestmark = pytest.mark.usefixtures('fast_compilation')
-
 
 @pytest.mark.parametrize('cls', [PPO, A2C], ids=['PPO', 'A2C'])
 def test_on_policy_trainers_reject_replay(cls):

@@ -7,13 +7,11 @@ output_dir/value, beside the TensorBoard folder.
 """
 import os
 
-import pytest
 
 from rl import experiment as run_lib
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
 
-pytestmark = pytest.mark.usefixtures('fast_compilation')
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PPO_CONFIG = os.path.join(ROOT, 'configs', 'ppo_cartpole.gin')

@@ -9,14 +9,11 @@ in the first epoch as in later ones.
 import gin
 import jax
 import numpy as np
-import pytest
 
 from actor_critic_helpers import task_for
 from actor_critic_helpers import tiny
 from rl.nets.variables import top_level_layers
 from rl.algorithms import A2C
-
-pytestmark = pytest.mark.usefixtures('fast_compilation')
 
 
 def params_of(trainer, name):

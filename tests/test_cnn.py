@@ -27,8 +27,6 @@ from rl.nets.normalizer import Normalize
 from rl.nets.variables import init_variables
 from run_helpers import REINFORCE, TINY
 
-pytestmark = pytest.mark.usefixtures('fast_compilation')
-
 
 N = 6  # actions; any width does
 

@@ -13,7 +13,6 @@ import pytest
 from rl import experiment
 from rl.errors import ConfigError
 
-pytestmark = pytest.mark.usefixtures('fast_compilation')
 
 # Each trainer's parameters that count gradient steps per epoch.
 GRADIENT_STEPS = {

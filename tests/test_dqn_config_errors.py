@@ -14,8 +14,6 @@ from rl import experiment as run_lib
 from rl.errors import ConfigError
 from rl.algorithms.dqn import DQN
 
-pytestmark = pytest.mark.usefixtures('fast_compilation')
-
 
 def test_continuous_actions_are_rejected_naming_the_trainers_that_support_them():
   with pytest.raises(ConfigError) as info:

@@ -25,8 +25,6 @@ from rl.optim import lr_schedules
 from rl.learner import learner as learner_lib
 from rl.algorithms.dqn import DQN
 
-pytestmark = pytest.mark.usefixtures('fast_compilation')
-
 
 SCHEDULE = functools.partial(lr_schedules.multifactor, factors='constant * decay_every',
                              constant=0.8, decay_factor=0.5, steps_per_decay=2, minimum=0.15)

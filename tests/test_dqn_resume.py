@@ -8,7 +8,6 @@ import os
 import shutil
 
 import jax
-import pytest
 
 from value_trainer_helpers import DQN_CONFIG
 from value_trainer_helpers import trees_equal
@@ -16,8 +15,6 @@ from rl import experiment as run_lib
 from rl.data.checkpoints import Checkpointer
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
-
-pytestmark = pytest.mark.usefixtures('fast_compilation')
 
 
 def without_timing(records):

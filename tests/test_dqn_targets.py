@@ -20,8 +20,6 @@ from rl.ops import q_learning as value
 from rl.algorithms.dqn import DQN
 from rl.algorithms.dqn import DoubleDQN
 
-pytestmark = pytest.mark.usefixtures('fast_compilation')
-
 
 def n_step_targets(rewards, values, dones, mask, gamma, n):
   """q_targets with td_k of margin n, for slices of n + 1 rows."""

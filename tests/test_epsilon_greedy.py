@@ -20,8 +20,6 @@ from rl.algorithms import dqn
 from rl.ops import q_learning as value
 from rl.algorithms.dqn import DQN
 
-pytestmark = pytest.mark.usefixtures('fast_compilation')
-
 
 def test_default_exploration_rate_is_the_references():
   schedule = dqn.default_exploration_rate()

@@ -6,6 +6,7 @@ import sys
 import imageio_ffmpeg  # the test extra includes the video extra, which brings it
 import pytest
 
+import in_process
 from rl.envs import vector_envs
 from rl import evaluate as evaluate_lib
 from rl.errors import ConfigError
@@ -49,8 +50,7 @@ def test_missing_folder_and_missing_checkpoint_raise(tmp_path):
 
 def test_cli_missing_folder_is_one_line_and_exit_2(tmp_path):
   missing = str(tmp_path / 'no_such_run')
-  process = subprocess.run([sys.executable, '-m', 'rl.evaluate', f'--output_dir={missing}'],
-                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+  process = in_process.run(f'--output_dir={missing}', program='rl.evaluate')
   assert process.returncode == 2
   lines = process.stderr.strip().splitlines()
   assert len(lines) == 1, process.stderr
@@ -61,8 +61,7 @@ def test_cli_missing_folder_is_one_line_and_exit_2(tmp_path):
 def test_cli_output_dir_that_is_a_file_is_named_a_file(tmp_path):
   path = tmp_path / 'metrics.jsonl'
   path.write_text('keep me')
-  process = subprocess.run([sys.executable, '-m', 'rl.evaluate', f'--output_dir={path}'],
-                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+  process = in_process.run(f'--output_dir={path}', program='rl.evaluate')
   assert process.returncode == 2
   lines = process.stderr.strip().splitlines()
   assert len(lines) == 1, process.stderr

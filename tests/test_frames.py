@@ -28,7 +28,6 @@ from rl.algorithms import row_advantages
 from rl.algorithms.actor_critic import A2C
 from run_helpers import ROOT
 
-pytestmark = pytest.mark.usefixtures('fast_compilation')
 
 DQN_CONFIG = os.path.join(ROOT, 'configs', 'dqn_cartpole.gin')
 

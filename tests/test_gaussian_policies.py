@@ -22,8 +22,6 @@ from rl.algorithms import AWR
 from rl.algorithms import PPO
 from rl.algorithms import SamplingAWR
 
-pytestmark = pytest.mark.usefixtures('fast_compilation')
-
 
 class _OffsetBoxEnv(gym.Env):
   """A one-step-per-reward env whose Box actions live in [4, 10]^2, far from 0."""

@@ -12,8 +12,6 @@ from rl.nets.heads import Policy, PolicyAndValue, Quality, Value
 from rl.nets.normalizer import Normalize
 from rl.nets.variables import top_level_layers
 
-pytestmark = pytest.mark.usefixtures('fast_compilation')
-
 
 # --------------------------------------------------------------------------
 # Output shapes

@@ -6,6 +6,8 @@ import pytest
 from rl import experiment as run_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Learning as a user's runs learn: compiled with all of XLA's passes (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures('full_optimization')
 
 
 def first_epoch_reaching(history, target):

@@ -11,8 +11,6 @@ from rl.errors import ConfigError
 from rl.nets.dense import Dense
 from rl.nets.mlp import MLP
 
-pytestmark = pytest.mark.usefixtures('fast_compilation')
-
 
 def test_mlp_flatten_and_widths():
   x = jnp.ones((2, 5, 1, 3))  # [B, L, 1, 3]

@@ -6,12 +6,9 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 from net_helpers import init
 from rl.nets.normalizer import Normalize
-
-pytestmark = pytest.mark.usefixtures('fast_compilation')
 
 
 # Eager JAX compiles each primitive once per shape, and the normaliser's

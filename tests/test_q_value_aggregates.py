@@ -20,8 +20,6 @@ from rl.algorithms import AWR
 from rl.algorithms import SamplingAWR
 from rl.ops import q_values
 
-pytestmark = pytest.mark.usefixtures('fast_compilation')
-
 
 @pytest.mark.parametrize('aggregate', q_values.AGGREGATES)
 def test_q_value_aggregates_train_an_epoch(aggregate):

@@ -1,17 +1,15 @@
 """rl.report on hand-made run folders: grouping, the table's numbers, the plot."""
 import json
 import os
-import subprocess
 import sys
 import warnings
 
 from matplotlib import image
 import pytest
 
+import in_process
 from rl import report
 from rl import run_groups
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _record(epoch, env_steps, eval_return, seconds=(1.0, 2.0, 1.0)):
@@ -134,8 +132,7 @@ def test_one_run_folder_is_its_own_group(tmp_path):
 
 
 def _report_cli(runs_dir, *flags):
-  return subprocess.run([sys.executable, '-m', 'rl.report', runs_dir, *flags], cwd=ROOT,
-                        capture_output=True, text=True, timeout=120)
+  return in_process.run(runs_dir, *flags, program='rl.report')
 
 
 def test_cli_prints_the_report_and_rejects_a_folder_without_runs(runs, tmp_path):

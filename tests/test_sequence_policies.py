@@ -23,7 +23,6 @@ from rl.metrics import read_metrics
 from rl.nets import transformer  # noqa: F401  (registers @TransformerDecoder)
 from rl.ops import advantages
 
-pytestmark = pytest.mark.usefixtures('fast_compilation')
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

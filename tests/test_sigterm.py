@@ -138,18 +138,9 @@ def test_sigterm_stops_a_sweep_and_its_runs_and_a_rerun_resumes(tmp_path):
   args = [f'--config_file={REINFORCE}', f'--config_file={gated}', f'--sweep={grid}',
           f'--output_dir={out}', '--seeds=0', '--parallel=1',
           *[f'--config={b}' for b in TINY_WITHOUT_ENVS]]
-  sweep = subprocess.Popen([sys.executable, '-m', 'launch.sweep', *args], cwd=ROOT,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-  try:
-    midway = sweep_helpers.wait_until_a_run_is_midway(out, sweep, gate)
-    assert midway is not None, 'no run of the sweep reached its gate'
-    sweep.send_signal(signal.SIGTERM)
-    stdout, stderr = sweep.communicate(timeout=120)
-  finally:
-    if sweep.poll() is None:  # the test failed midway: no sweep (nor its run) left behind
-      sweep.kill()
-      sweep.communicate()
-  assert sweep.returncode == 143, stdout + stderr
+  midway, status, stdout, stderr = sweep_helpers.interrupt_midway(args, out, gate, signal.SIGTERM)
+  assert midway is not None, 'no run of the sweep reached its gate'
+  assert status == 143, stdout + stderr
   assert stderr == ''
   last = stdout.strip().splitlines()[-1]
   assert last.startswith('[sweep] SIGTERM: interrupted: 1 runs cut short'), stdout

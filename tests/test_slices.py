@@ -12,7 +12,6 @@ import pytest
 
 from rl.data import slices
 
-pytestmark = pytest.mark.usefixtures('fast_compilation')
 
 def epoch_arrays(steps):
   """Flat rows of trajectories of `steps[i]` steps (steps + 1 rows each), and offsets."""

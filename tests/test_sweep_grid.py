@@ -18,6 +18,7 @@ from run_helpers import REINFORCE
 from run_helpers import ROOT
 from sweep_helpers import cli
 from sweep_helpers import free_port
+from sweep_helpers import refusal
 
 
 def test_expand_is_the_sorted_grid_times_seeds_with_readable_folders():
@@ -84,9 +85,12 @@ def test_bad_input_exits_2_with_one_line(tmp_path):
   good = tmp_path / 'good.yaml'
   good.write_text('RLTask.gamma: [0.9]\n')
   base = [f'--config_file={REINFORCE}', f'--output_dir={tmp_path / "o"}']
+  for args, message in [([f'--sweep={bad}'], 'non-empty list'),
+                        ([f'--sweep={good}', '--ray_address=auto'],
+                         '--ray_address applies only to --backend=ray')]:
+    assert_refused(refusal(*base, *args), message)
+  # A process: these start Ray.
   cases = [
-      ([f'--sweep={bad}'], 'non-empty list'),
-      ([f'--sweep={good}', '--ray_address=auto'], '--ray_address applies only to --backend=ray'),
       # Nothing listens on a port just freed: refused at once, not after Ray's minutes of retries.
       ([f'--sweep={good}', '--backend=ray', f'--ray_address=127.0.0.1:{free_port()}'],
        'cannot reach a Ray cluster'),
@@ -110,7 +114,7 @@ def test_flags_that_would_not_act_on_a_sweep_are_refused(tmp_path):
   grid = tmp_path / 'grid.yaml'
   grid.write_text('RLTask.gamma: [0.9]\n')
   base = [f'--config_file={REINFORCE}', f'--sweep={grid}', f'--output_dir={tmp_path / "o"}']
-  assert_refused(cli(*base, '--seed=5'), '--seeds=5')
+  assert_refused(refusal(*base, '--seed=5'), '--seeds=5')
   # orbax defines this flag; the sweep does not import orbax (rl.data.checkpoints
   # loads it at the first checkpoint), so it is an unknown flag here.
   assert_refused(cli(*base, '--experimental_orbax_use_distributed_barrier'),
@@ -154,7 +158,8 @@ def test_help_describes_every_flag_as_it_acts_in_a_sweep():
 def test_a_config_typo_fails_the_sweep_up_front(tmp_path):
   grid = tmp_path / 'grid.yaml'
   grid.write_text('RLTask.gama: [0.9, 0.8]\n')
-  result = cli(f'--config_file={REINFORCE}', f'--sweep={grid}', f'--output_dir={tmp_path / "o"}')
+  result = refusal(f'--config_file={REINFORCE}', f'--sweep={grid}',
+                   f'--output_dir={tmp_path / "o"}')
   assert result.returncode == 2
   assert result.stderr.strip().splitlines() == [
       "launch.sweep: error: grid point RLTask.gama=0.9: 'RLTask' has no parameter 'gama'. "

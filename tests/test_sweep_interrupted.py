@@ -21,15 +21,14 @@ import pytest
 
 from run_helpers import REINFORCE
 from run_helpers import ROOT
-from run_helpers import default_sigint
 from run_helpers import gated_config
 from run_helpers import snapshot
 from sweep_helpers import TINY
 from sweep_helpers import cli
 from sweep_helpers import epochs_logged
 from sweep_helpers import free_port
+from sweep_helpers import interrupt_midway
 from sweep_helpers import lock_is_free
-from sweep_helpers import wait_until_a_run_is_midway
 
 
 # Ray 2.60 turns on token authentication for clusters started by `ray start`;
@@ -93,21 +92,9 @@ def test_sweep_interrupted_resumed_with_a_failing_point(backend, tmp_path, reque
   # 1. Interrupted as soon as a run has a checkpoint and more epochs to go. The
   # gate is closed: the runs wait after their first checkpoint, so the sweep
   # cannot finish before the interrupt, whatever the machine's load.
-  sweep = subprocess.Popen([sys.executable, '-m', 'launch.sweep', *args], cwd=ROOT, env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           preexec_fn=default_sigint)
-  try:
-    midway = wait_until_a_run_is_midway(out, sweep, gate)
-    if midway is None:
-      sweep.kill()
-    sweep.send_signal(signal.SIGINT)
-    stdout, stderr = sweep.communicate(timeout=120)
-  finally:
-    if sweep.poll() is None:  # the test failed midway: no sweep (nor its runs) left behind
-      sweep.kill()
-      sweep.communicate()
+  midway, status, stdout, stderr = interrupt_midway(args, out, gate, signal.SIGINT, env)
   assert midway is not None, stdout + stderr
-  assert sweep.returncode == 130, stdout + stderr
+  assert status == 130, stdout + stderr
   assert '[sweep] interrupted:' in stdout and 'rerun the same command to resume' in stdout
   with open(out / 'index.json') as f:
     index = json.load(f)

@@ -12,8 +12,6 @@ from rl.nets.mlp import MLP
 from rl.nets.normalizer import Normalize
 from rl.nets.variables import copy_shared_layers, top_level_layers
 
-pytestmark = pytest.mark.usefixtures('fast_compilation')
-
 
 def test_top_level_layers_order():
   dist = FakeDistribution(N)
