@@ -120,8 +120,12 @@ def test_windows_in_the_store_restart_at_episode_starts():
 
 # Each shipped sequence config with bindings that keep two epochs short.
 SEQUENCE_CONFIGS = {
-    'ppo_cartpole_transformer': ['PPO.eval_every = 2', 'PPO.n_eval_episodes = 1'],
-    'ppo_cartpole_novel_transformer': ['PPO.eval_every = 2', 'PPO.n_eval_episodes = 1'],
+    'ppo_cartpole_transformer': [
+        'PPO.n_interactions_per_epoch = 256', 'PPO.policy_train_steps_per_epoch = 4',
+        'PPO.value_train_steps_per_epoch = 4', 'PPO.eval_every = 2', 'PPO.n_eval_episodes = 1'],
+    'ppo_cartpole_novel_transformer': [
+        'PPO.n_interactions_per_epoch = 256', 'PPO.policy_train_steps_per_epoch = 4',
+        'PPO.value_train_steps_per_epoch = 4', 'PPO.eval_every = 2', 'PPO.n_eval_episodes = 1'],
     'ppo_cartpole_novel': ['PPO.eval_every = 2', 'PPO.n_eval_episodes = 1'],
     'ppo_joint_lunarlander_transformer': [
         'PPOJoint.n_interactions_per_epoch = 256', 'PPOJoint.train_steps_per_epoch = 4',
