@@ -33,7 +33,8 @@ class Epochs:
         self._trainer.state, data, key, carry, n_steps=n_steps, n_chunks=n_chunks,
         n_eval_steps=n_eval_steps)
     self._trainer.state = state
-    return self._trainer.results(jax.device_get(result), start), key, carry
+    return (self._trainer.results(jax.device_get(result), time.perf_counter() - start), key,
+            carry)
 
 
 def evaluate(trainer, batch):

@@ -90,6 +90,13 @@ def test_an_epoch_is_one_fused_call_on_device_drawn_batches():
   assert len(seen) == traced
 
 
+def test_steps_per_second_is_the_epochs_steps_over_the_seconds_it_trained():
+  trainer = make_trainer()
+  *_, result = trainer.epoch(trainer.state, regression_data(), jax.random.PRNGKey(0), None,
+                             n_steps=6)
+  assert trainer.results(jax.device_get(result), 2.0)['steps_per_second'] == 3.0
+
+
 def test_state_round_trip_is_exact():
   a = make_trainer()
   key = jax.random.PRNGKey(0)

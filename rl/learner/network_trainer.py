@@ -7,7 +7,6 @@ batch is sharded along its first axis and the parameters are replicated; jit
 inserts the gradient all-reduce.
 """
 import math
-import time
 
 import flax
 import jax
@@ -132,18 +131,19 @@ class Trainer:
     return fused_epoch(self.spec, state, data, key, carry, n_chunks=n_chunks,
                        steps_per_chunk=n_steps // n_chunks, n_eval_steps=n_eval_steps)
 
-  def results(self, result, start):
+  def results(self, result, seconds):
     """The host dict of an epoch's EpochResult: mean loss, learning_rate, gradients_l2, metrics.
 
     `result` is read back already (numpy or Python scalars): an RL trainer
     reads all its networks' results in one transfer.
 
     The mean training loss is keyed `loss_name`, or 'train_' + loss_name when
-    a metric of that name exists; steps_per_second counts the epoch's steps
-    over the seconds since `start` (perf_counter). Raises NonFiniteLossError
-    on a NaN or infinite loss or metric.
+    a metric of that name exists; steps_per_second is the epoch's gradient
+    steps over `seconds`, the time the epoch trained (on JAX-native envs, the
+    whole fused epoch's). Raises NonFiniteLossError on a NaN or infinite loss
+    or metric.
     """
-    seconds = max(time.perf_counter() - start, 1e-9)
+    seconds = max(seconds, 1e-9)
     step = int(result.step)
     n_steps = int(result.n_steps)
     results = {}
