@@ -13,7 +13,8 @@ the processes the tests start inherit it): its models are tiny and its runs
 short, so compiling is most of a test's time, and skipping the passes takes a
 third to a half of it off the JAX-native tests (tests/README.md). Every
 comparison of numbers in the suite is between programs compiled alike. The
-real learning test compiles as users do (`full_optimization`).
+real learning tests and the seed-batch check compile as users' runs do
+(`full_optimization`).
 """
 import os
 import shutil

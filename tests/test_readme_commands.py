@@ -93,19 +93,21 @@ def plan(command):
   return out
 
 
+def flag_values(words, flag):
+  """The values of every `--flag=V` and `--flag V` in `words`, in order."""
+  values = []
+  for i, word in enumerate(words):
+    if word.startswith(flag + '='):
+      values.append(word.split('=', 1)[1])
+    elif word == flag and i + 1 < len(words):
+      values.append(words[i + 1])
+  return values
+
+
 def missing_paths(words):
   """The repository files a command names (config files, sweep files) that do not exist."""
-  missing = []
-  for i, word in enumerate(words):
-    for flag in PATH_FLAGS:
-      value = None
-      if word.startswith(flag + '='):
-        value = word.split('=', 1)[1]
-      elif word == flag and i + 1 < len(words):
-        value = words[i + 1]
-      if value and not os.path.isfile(os.path.join(ROOT, value)):
-        missing.append(value)
-  return missing
+  return [value for flag in PATH_FLAGS for value in flag_values(words, flag)
+          if value and not os.path.isfile(os.path.join(ROOT, value))]
 
 
 def check_shown(commands):
@@ -157,13 +159,8 @@ def test_a_renamed_config_or_an_unknown_command_is_caught():
 
 
 def flag_value(words, flag):
-  """The value of `--flag=V` or `--flag V` in `words`, else None."""
-  for i, word in enumerate(words):
-    if word.startswith(flag + '='):
-      return word.split('=', 1)[1]
-    if word == flag and i + 1 < len(words):
-      return words[i + 1]
-  return None
+  """The value of the first `--flag=V` or `--flag V` in `words`, else None."""
+  return next(iter(flag_values(words, flag)), None)
 
 
 def folders(words):
