@@ -42,7 +42,7 @@ from rl import keys  # noqa: E402
 from rl.nets import heads  # noqa: E402
 from rl.nets.variables import init_variables  # noqa: E402
 from rl.envs.task import RLTask  # noqa: E402
-from rl.algorithms.actor_critic import A2C  # noqa: E402
+from rl.algorithms.a2c import A2C  # noqa: E402
 from rl.nets import transformer  # noqa: E402,F401  (registers @TransformerDecoder)
 
 # The Transformer policy of the 'transformer collect' loop.

@@ -7,11 +7,11 @@ at the config's gradient steps per epoch:
          then the trainer's one compiled `update` (every network's fused
          epoch: per-chunk preparation, on-device batch sampling, the
          updates, the metrics), with the results read back to the host;
-  floor: for each network `update` trains, in the same order, a `lax.scan`
-         of value_and_grad of the same loss with the same optax
-         transformation and model, on batches drawn beforehand from the data
-         `update` gives that network: no sampling, no preparation, no host
-         work; all the networks' scans in one jitted call.
+  floor: for each `fused_epoch` call of `update`, in the same order, a
+         `lax.scan` of the algorithm's own gradient step (the same batch,
+         loss, optax transformation and model) on batches drawn beforehand
+         from the data `update` hands it: no sampling, no preparation, no
+         summaries, no host work; all the scans in one jitted call.
 Steps count every network's (PPO: its value and its policy steps). The ratio
 epoch/floor (steps per second) says what the runner's epoch costs on top of
 the arithmetic of its updates; the last line is the smallest ratio.
@@ -29,7 +29,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import gin  # noqa: E402
 import jax  # noqa: E402
-import optax  # noqa: E402
 
 from rl import compiler  # noqa: E402
 from rl import cpu_client  # noqa: E402
@@ -115,115 +114,96 @@ class EpochLoop:
       raise RuntimeError(f'{self._calls} epochs took {taken} steps, not {self._n_steps} each')
 
 
-class Fit(NamedTuple):
-  """What `update` hands one network's fused epoch (RLTrainer.fit's arguments)."""
-  name: str
-  data: Any
-  carry: Any
+class Phase(NamedTuple):
+  """One `fused_epoch` call of `update`: its step and how its batches are drawn."""
+  step: Any
+  draw: Any
+  take: Any
+  prepare: Any
   n_steps: int
 
 
-def recorded_fits(trainer):
-  """The Fits of one `update` call on this epoch's data, in the order it makes them.
+def recorded_phases(trainer):
+  """The Phases of one `update` call, in the order it makes them, with each one's (carry,
+  data) as `update` hands them over.
 
-  `update` is traced with `fit` wrapped to return each call's data and carry
-  as outputs besides; the traced call runs once, and the trainer's state is
-  left as it was.
+  `update` is traced once with its module's `fused_epoch` wrapped to record
+  each call's arguments and return its carry and data as outputs besides; the
+  trainer's state is left as it was, and the module's `fused_epoch` restored.
   """
-  names = []
+  module = sys.modules[type(trainer).update.__module__]
+  original = module.fused_epoch
+  phases, given = [], []
+
+  def recording(step, carry, data, key, *, draw, take, n_chunks, steps_per_chunk,
+                prepare=None, **kwargs):
+    phases.append(Phase(step, draw, take, prepare, n_chunks * steps_per_chunk))
+    given.append((carry, data))
+    return original(step, carry, data, key, draw=draw, take=take, n_chunks=n_chunks,
+                    steps_per_chunk=steps_per_chunk, prepare=prepare, **kwargs)
 
   def update(state, data):
-    fits = []
-    fit = trainer.fit
-
-    def recording_fit(state, name, data, n_steps, n_chunks=1, n_eval_steps=0, carry=None):
-      names.append((name, n_steps))
-      fits.append((data, carry))
-      return fit(state, name, data, n_steps, n_chunks, n_eval_steps, carry)
-    trainer.fit = recording_fit
-    try:
-      trainer.update(state, data)
-    finally:
-      del trainer.fit  # the instance attribute; the class's method shows again
-    return fits
-
-  outputs = compiler.jit(update)(trainer.learner.train_state, trainer.epoch_data(trainer.epoch))
-  return [Fit(name, data, carry, n_steps)
-          for (name, n_steps), (data, carry) in zip(names, outputs)]
+    trainer.update(state, data)
+    return list(given)
+  module.fused_epoch = recording
+  try:
+    outputs = compiler.jit(update)(trainer.learner.train_state,
+                                   trainer.epoch_data(trainer.epoch))
+  finally:
+    module.fused_epoch = original
+  return list(zip(phases, outputs))
 
 
-def floor_inputs(trainer, fit):
-  """(fit.n_steps stacked inputs, per-step batch function) of one network's floor.
+def floor_inputs(phase, carry, data):
+  """The phase's n_steps (rows, key) of every step, drawn beforehand.
 
-  The slices are drawn and gathered beforehand exactly as the epoch draws
-  them, one draw per step with that step's key, so the floor does every
-  step's own arithmetic (nothing about a step is loop-invariant for the
-  compiler to hoist) but none of the drawing. It keeps what every
-  implementation of the algorithm does per gradient step: the batch made
-  from the slices' rows (DQN's TD targets come from the target network on
-  each step's transitions); PPO's advantages are computed once per rollout
-  (here: once per epoch, in the trainer's preparation).
+  The slices are drawn and gathered exactly as the epoch draws them, one draw
+  per step with that step's key, so the floor does every step's own
+  arithmetic (nothing about a step is loop-invariant for the compiler to
+  hoist) but none of the drawing. It keeps what every implementation of the
+  algorithm does per gradient step: the batch made from the slices' rows
+  (DQN's TD targets come from the target network on each step's
+  transitions); PPO's advantages are computed once per rollout (here: once
+  per epoch, in the trainer's preparation).
   """
-  spec = trainer.learner.networks[fit.name].spec  # pylint: disable=protected-access
-  batch_keys = jax.random.split(rl_keys.seed_key(0), fit.n_steps)
-  data = fit.data
-  if spec.prepare_fn is not None:
-    data = compiler.jit(spec.prepare_fn)(data, batch_keys[0], fit.carry)
+  batch_keys = jax.random.split(rl_keys.seed_key(0), phase.n_steps)
+  if phase.prepare is not None:
+    data = compiler.jit(phase.prepare)(carry, data, batch_keys[0])
 
   @compiler.jit
   def rows_of(data, batch_keys):
     # Each step's rows from its own key, one step after the other, as the trainer draws them.
-    return jax.lax.map(lambda key: spec.batches.take(data, spec.batches.draw(data, key)),
-                       batch_keys)
-  inputs = (batch_keys, rows_of(data, batch_keys))
-  carry = fit.carry
-
-  def batch_of(step_inputs, variables):
-    key, rows = step_inputs
-    return spec.batches.make(data, rows, key, carry, variables)
-  return inputs, batch_of
+    return jax.lax.map(lambda key: phase.take(data, phase.draw(data, key)), batch_keys)
+  return rows_of(data, batch_keys), batch_keys
 
 
 class FloorLoop:
-  """Bare jitted scans of the same losses and optimizers on batches drawn beforehand."""
+  """Bare jitted scans of the algorithm's own gradient steps on batches drawn beforehand."""
 
   def __init__(self, trainer):
-    fits = recorded_fits(trainer)
-    specs = [trainer.learner.networks[fit.name].spec for fit in fits]  # pylint: disable=protected-access
-    per_step = []
-    self._inputs = []
-    for fit in fits:
-      inputs, batch_of = floor_inputs(trainer, fit)
-      self._inputs.append(inputs)
-      per_step.append(batch_of)
-    self._states = [trainer.learner.networks[fit.name].state for fit in fits]  # pylint: disable=protected-access
-    self._n_steps = sum(fit.n_steps for fit in fits)
+    recorded = recorded_phases(trainer)
+    phases = [phase for phase, _ in recorded]
+    self._carries = [carry for _, (carry, _) in recorded]
+    self._inputs = [floor_inputs(phase, carry, data) for phase, (carry, data) in recorded]
+    self._n_steps = sum(phase.n_steps for phase in phases)
 
-    def network_scan(spec, batch_of, state, inputs):
-      def loss(params, model_state, batch):
-        out = spec.apply_fn({'params': params, **model_state}, *spec.inputs_fn(batch))
-        return spec.loss_fn(out, batch)
-
-      def step(state, x):
-        batch = batch_of(x, {'params': state['params'], **state['model_state']})
-        (value, _), grads = jax.value_and_grad(loss, has_aux=True)(
-            state['params'], state['model_state'], batch)
-        updates, opt_state = spec.tx.update(grads, state['opt_state'], state['params'])
-        params = optax.apply_updates(state['params'], updates)
-        return dict(state, params=params, opt_state=opt_state), value
-      return jax.lax.scan(step, state, inputs)
+    def phase_scan(phase, carry, inputs):
+      def step(carry, x):
+        rows, key = x
+        carry, stepped = phase.step(carry, rows, key)
+        return carry, [s.loss for s in stepped.values()]
+      return jax.lax.scan(step, carry, inputs)
 
     @compiler.jit
-    def scans(states, inputs):
-      return [network_scan(spec, batch_of, state, x)
-              for spec, batch_of, state, x in zip(specs, per_step, states, inputs)]
+    def scans(carries, inputs):
+      return [phase_scan(phase, carry, x) for phase, carry, x in zip(phases, carries, inputs)]
 
     self._scans = scans
 
   def __call__(self):
-    outputs = self._scans(self._states, self._inputs)
-    self._states = [state for state, _ in outputs]
-    jax.block_until_ready([values for _, values in outputs])
+    outputs = self._scans(self._carries, self._inputs)
+    self._carries = [carry for carry, _ in outputs]
+    jax.block_until_ready([losses for _, losses in outputs])
     return self._n_steps
 
 

@@ -12,8 +12,9 @@ JAX takes compiler options only on a top-level jit: small helpers that also
 run inside the runner's programs keep plain `jax.jit` and, inlined, take the
 program's options.
 """
-import gin
 import jax
+
+from rl.configurables import configurable
 
 # The options of each choice of `configure`; they are passed to every
 # compilation (`jax.jit(..., compiler_options=...)`) and so also enter the
@@ -28,7 +29,7 @@ _options = dict(FAST_COMPILE_OPTIONS)
 _options_key = tuple(sorted(_options.items()))
 
 
-@gin.configurable('compiler')
+@configurable('compiler')
 def configure(fast_compile=True):
   """Sets the options every program made by `jit` compiles with from now on.
 

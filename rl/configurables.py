@@ -4,14 +4,12 @@ The friendly errors of rl.config suggest names from here ("did you mean"),
 and `check_numeric_bindings` refuses a value of the wrong type for a numeric
 parameter before anything runs. Everything goes through gin's public API
 (gin.get_configurable, gin.config_str, gin.query_parameter); gin lists no
-registered names, so `registered_names` reads them from the package's sources.
+registered names, so the package registers through `configurable`, which
+records them.
 """
-import ast
 import inspect
 import math
 import re
-import sys
-import textwrap
 
 import gin
 
@@ -22,7 +20,8 @@ from rl.errors import ConfigError
 _INTEGER_PARAMETERS_WITHOUT_DEFAULT = frozenset((
     'n_trajectories_per_epoch', 'n_interactions_per_epoch', 'collect_per_epoch',
     'max_steps', 'time_limit'))
-_PACKAGE = __name__.split('.')[0]
+# The names registered through `configurable`, in the order their modules were imported.
+_NAMES = []
 
 
 def find(selector):
@@ -33,49 +32,30 @@ def find(selector):
     return None
 
 
+def configurable(name_or_fn=None, **kwargs):
+  """gin.configurable that also records the name it registers (see `registered_names`).
+
+  Used as @configurable, @configurable('name') or @configurable(denylist=[...]),
+  exactly as gin.configurable.
+  """
+  if callable(name_or_fn):
+    _NAMES.append(name_or_fn.__name__)
+    return gin.configurable(name_or_fn, **kwargs)
+
+  def decorate(fn):
+    _NAMES.append(name_or_fn or fn.__name__)
+    return gin.configurable(name_or_fn, **kwargs)(fn)
+  return decorate
+
+
 def registered_names():
   """The names of the configurables that this package's imported modules register with gin.
 
-  gin has no public listing of its registry, so they are read from the
-  sources of the imported modules: each `@gin.configurable` or `@gin.register`
-  (its name argument, else the decorated name) and `gin.external_configurable`
-  call. Only names that gin resolves are kept.
+  gin has no public listing of its registry, so the package registers
+  through `configurable`, which records each name; only names that gin
+  resolves are kept.
   """
-  names = set()
-  for name, module in list(sys.modules.items()):
-    if name.split('.')[0] != _PACKAGE or not getattr(module, '__file__', None):
-      continue
-    with open(module.__file__, encoding='utf-8') as f:
-      names.update(_names_registered_in(ast.parse(f.read())))
-  return sorted(name for name in names if find(name) is not None)
-
-
-def _names_registered_in(tree):
-  for node in ast.walk(tree):
-    if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-      for decorator in node.decorator_list:
-        call = decorator if isinstance(decorator, ast.Call) else None
-        if _is_gin_function(call.func if call else decorator, ('configurable', 'register')):
-          yield (_string_argument(call, 0, 'name_or_fn') if call else None) or node.name
-    elif isinstance(node, ast.Call) and _is_gin_function(node.func, ('external_configurable',)):
-      name = _string_argument(node, 1, 'name')
-      if name:
-        yield name
-
-
-def _is_gin_function(node, names):
-  return (isinstance(node, ast.Attribute) and node.attr in names
-          and isinstance(node.value, ast.Name) and node.value.id == 'gin')
-
-
-def _string_argument(call, position, keyword):
-  """The string constant given to `call` at `position` or as `keyword`, else None."""
-  values = call.args[position:position + 1] + [k.value for k in call.keywords
-                                                if k.arg == keyword]
-  for value in values:
-    if isinstance(value, ast.Constant) and isinstance(value.value, str):
-      return value.value.split('.')[-1]
-  return None
+  return sorted(name for name in set(_NAMES) if find(name) is not None)
 
 
 def _signatures(fn):
@@ -91,32 +71,6 @@ def _signatures(fn):
       yield target, inspect.signature(init).parameters
     except (TypeError, ValueError):
       continue
-
-
-def _set_for_bases(cls):
-  """The parameters of its bases that `cls.__init__` sets itself, so a config cannot.
-
-  Those it passes by keyword to `super().__init__(...)` and those it writes
-  into its **kwargs (`kwargs['q_value'] = True`): a binding of one would clash
-  with, or be overwritten by, the class's own value.
-  """
-  init = cls.__dict__.get('__init__')
-  try:
-    tree = ast.parse(textwrap.dedent(inspect.getsource(init)))
-  except (OSError, TypeError):  # no __init__ of its own, or no source
-    return frozenset()
-  varkw = inspect.getfullargspec(inspect.unwrap(init)).varkw
-  names = set()
-  for node in ast.walk(tree):
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-        and node.func.attr == '__init__' and isinstance(node.func.value, ast.Call)
-        and isinstance(node.func.value.func, ast.Name) and node.func.value.func.id == 'super'):
-      names.update(k.arg for k in node.keywords if k.arg)
-    elif isinstance(node, ast.Assign):
-      names.update(t.slice.value for t in node.targets
-                   if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
-                   and t.value.id == varkw and isinstance(t.slice, ast.Constant))
-  return frozenset(names)
 
 
 def declarations(fn):
@@ -135,7 +89,8 @@ def declarations(fn):
       seen.add(name)
       yield param
     if isinstance(target, type):
-      seen.update(_set_for_bases(target))
+      # Parameters of its bases that the class sets itself, so a config cannot.
+      seen.update(vars(target).get('fixed_parameters', ()))
 
 
 def parameters_of(selector):
@@ -169,10 +124,13 @@ def _example_number(text, default, kind):
   def fits(number):
     allowed = (int,) if kind == 'an integer' else (int, float)
     return isinstance(number, allowed) and not isinstance(number, bool) and math.isfinite(number)
-  try:
-    number = ast.literal_eval(text.strip())
-  except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-    number = None
+  number = None
+  for parse in (int, float):
+    try:
+      number = parse(text.strip())
+      break
+    except (ValueError, OverflowError):
+      continue
   if fits(number):
     return number
   # 0 is a poor example for most counts (n_envs, batch sizes): 1 instead.

@@ -11,10 +11,11 @@ import shlex
 import threading
 import time
 
-import gin
+
+from rl.configurables import configurable
 
 
-@gin.configurable('console')
+@configurable('console')
 def console_settings(verbose=False, every_seconds=5.0, progress_seconds=15.0):
   """How much a run prints on the console (log.txt and metrics.jsonl keep every epoch).
 

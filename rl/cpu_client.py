@@ -8,9 +8,9 @@ as they do on machines with different numbers of cores.
 """
 import os
 
-import gin
 import jax
 
+from rl.configurables import configurable
 from rl.errors import ConfigError
 
 # XLA's CPU client sizes its thread pool from this environment variable when
@@ -27,7 +27,7 @@ def choose_dispatch(inline):
   jax.config.update('jax_cpu_enable_async_dispatch', not inline)
 
 
-@gin.configurable('cpu_threads')
+@configurable('cpu_threads')
 def host_cores_setting(host_cores=0):
   """How many of the process's cores XLA's CPU threads leave to the runner's own thread.
 

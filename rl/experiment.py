@@ -26,6 +26,7 @@ from rl import console
 from rl import cpu_client
 from rl import registrations  # pylint: disable=unused-import  (every configurable)
 from rl import run_folder
+from rl.configurables import configurable
 from rl.data.checkpoints import Checkpointer
 from rl.envs import gymnax_envs as jax_envs
 from rl.envs.task import RLTask
@@ -49,7 +50,7 @@ RESUMABLE_BINDINGS = ('train_rl.n_epochs', 'train_rl.stop_at_return', 'console.v
 TIMING_ENV_VAR = 'RL_TIMING_FILE'
 
 
-@gin.configurable(denylist=['task', 'output_dir'])
+@configurable(denylist=['task', 'output_dir'])
 def train_rl(output_dir=None, trainer_class=gin.REQUIRED, n_epochs=100,
              checkpoint_every=10, stop_at_return=None, task=None):
   """Builds the trainer and runs it to `n_epochs` total epochs, resuming if it can.
@@ -82,6 +83,7 @@ class _Run:
       raise ConfigError('train_rl.trainer_class must be a trainer class, e.g. '
                         'train_rl.trainer_class = @PolicyGradientTrainer.')
     self.trainer = config.construct(trainer_class, task=task, output_dir=output_dir)
+    self.trainer.build()
 
 
 class PreparedRun:

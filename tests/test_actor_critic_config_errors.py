@@ -48,12 +48,13 @@ def test_value_steps_must_split_evenly_into_evals():
                                         value_evals_per_epoch=2))
 
 
-# Settings that could only fail inside an epoch are checked at construction, so
-# the runner reports them before anything is written (rl/experiment.py).
+# Settings that could only fail inside an epoch are checked when the learner is
+# built, which the runner does before anything is written (rl/experiment.py).
 
-def test_too_many_shared_layers_are_rejected_at_construction():
+def test_too_many_shared_layers_are_rejected_when_the_learner_is_built():
+  trainer = A2C(task_for('CartPole-v1'), n_shared_layers=2, **tiny())
   with pytest.raises(ConfigError, match='n_shared_layers must be between 0 and 1'):
-    A2C(task_for('CartPole-v1'), n_shared_layers=2, **tiny())
+    trainer.build()
 
 
 def test_zero_q_value_samples_are_rejected_at_construction():

@@ -6,7 +6,6 @@ import jax
 import numpy as np
 import pytest
 
-from network_helpers import evaluate
 from rl.ops import advantages
 from rl.data import slices
 from rl import experiment as run_lib
@@ -38,6 +37,13 @@ def zero_weights(trainer):
   return joint
 
 
+def joint_metrics(trainer, batch):
+  """The joint loss's metrics of one given batch under the network's weights (floats)."""
+  variables = trainer.learner.networks['joint'].variables
+  _, metrics = jax.jit(trainer.joint_loss)(variables, batch)
+  return {name: float(value) for name, value in jax.device_get(metrics).items()}
+
+
 def hand_batch():
   """Two slices of 2 rows (a task Batch, as the joint loss reads it by field name);
   the second slice's second row is padding."""
@@ -54,7 +60,8 @@ def hand_batch():
 def test_ppo_joint_metrics_by_hand():
   trainer = PPOJoint(chain_task(), max_slice_length=2, value_loss_coeff=0.5,
                      entropy_coeff=0.1, epsilon=0.2, **SMALL)
-  metrics = evaluate(zero_weights(trainer), hand_batch())
+  zero_weights(trainer)
+  metrics = joint_metrics(trainer, hand_batch())
   # monte_carlo with V = 0: A = R on the real steps (3, 1, -1): mean 1, norm sqrt(11).
   assert metrics['advantage_mean'] == pytest.approx(1.0)
   assert metrics['advantage_norm'] == pytest.approx(math.sqrt(11))
@@ -78,7 +85,8 @@ def test_ppo_joint_metrics_by_hand():
 def test_a2c_joint_metrics_by_hand():
   trainer = A2CJoint(chain_task(), max_slice_length=2, value_loss_coeff=1.0,
                      entropy_coeff=0.0, **SMALL)
-  metrics = evaluate(zero_weights(trainer), hand_batch())
+  zero_weights(trainer)
+  metrics = joint_metrics(trainer, hand_batch())
   assert set(metrics) >= {'joint_loss', 'entropy_loss', 'advantage_mean', 'value_loss'}
   assert metrics['entropy_loss'] == 0.0
   # -mean(log(1/2) * A_normalised) = 0 (normalised A has mean 0) + 11 / 3.
@@ -87,15 +95,14 @@ def test_a2c_joint_metrics_by_hand():
 
 def test_an_all_padding_row_changes_nothing():
   trainer = PPOJoint(chain_task(), max_slice_length=2, **SMALL)
-  joint = trainer.learner.networks['joint']  # pylint: disable=protected-access
   batch = hand_batch()
   garbage = Batch(observation=7.0, action=1, reward=7.0, done=1.0, mask=0.0, dist_inputs=7.0,
                   return_=1e6)  # a valid action index; mask 0
   padded = Batch(*(np.concatenate([x, np.zeros_like(x[:1]) + g])
                    for x, g in zip(batch, garbage)))
   # The extra row holds garbage everywhere but its mask is 0.
-  assert evaluate(joint, padded)['joint_loss'] == pytest.approx(
-      evaluate(joint, batch)['joint_loss'], rel=1e-6)
+  assert joint_metrics(trainer, padded)['joint_loss'] == pytest.approx(
+      joint_metrics(trainer, batch)['joint_loss'], rel=1e-6)
 
 
 @pytest.mark.parametrize('cls', [PPOJoint, A2CJoint, AWRJoint])
@@ -162,9 +169,9 @@ def hand_slices():
 
 def test_per_chunk_advantages_and_targets_by_hand():
   trainer = per_chunk_trainer()
-  joint = zero_weights(trainer)  # V = 0 everywhere: every TD error is the reward
-  data, table = trainer.prepare_joint_data(hand_slices(), jax.random.PRNGKey(0),
-                                           joint.variables)
+  zero_weights(trainer)  # V = 0 everywhere: every TD error is the reward
+  data, table = trainer.joint_advantages(trainer.learner.train_state.nets, hand_slices(),
+                                         jax.random.PRNGKey(0))
   # Three steps to draw from (the final observation is no step of its own).
   assert int(table.total) == 3
   # A_t = d_t + 0.5 d_{t+1} over the two steps ahead, stopping at the termination:
@@ -177,7 +184,7 @@ def test_per_chunk_advantages_and_targets_by_hand():
       advantage=np.array([[2.0], [3.5], [3.0]], np.float32),
       value_target=np.array([[2.0], [3.5], [3.0]], np.float32),
       dist_inputs=np.zeros((3, 1, 2), np.float32), mask=np.ones((3, 1), np.float32))
-  metrics = evaluate(joint, batch)
+  metrics = joint_metrics(trainer, batch)
   assert metrics['advantage_mean'] == pytest.approx(8.5 / 3, rel=1e-6)
   # value_loss_coeff (0.1) * mean((0 - target)^2) = 0.1 * (4 + 12.25 + 9) / 3.
   assert metrics['value_loss'] == pytest.approx(0.1 * 25.25 / 3, rel=1e-6)
@@ -185,10 +192,9 @@ def test_per_chunk_advantages_and_targets_by_hand():
 
 def test_per_chunk_batches_hold_the_trained_steps_only():
   trainer = per_chunk_trainer()
-  data = trainer.prepare_joint_data(hand_slices(), jax.random.PRNGKey(0),
-                                    trainer.learner.networks['joint'].variables)  # pylint: disable=protected-access
-  fields = slices.take(data[0], trainer.draw_joint_slices(data, jax.random.PRNGKey(1)))
-  batch = trainer.joint_batch(data, fields, None, None, None)
+  data = trainer.joint_advantages(trainer.learner.train_state.nets, hand_slices(),
+                                  jax.random.PRNGKey(0))
+  batch = trainer.joint_batch(slices.take(data[0], trainer.draw_joint(data, jax.random.PRNGKey(1))))
   assert isinstance(batch, batches.JointBatch)
   assert batch.observation.shape == (4, 1, 1)  # max_slice_length steps, no margin rows
   record = None

@@ -28,6 +28,18 @@ def trees_equal(a, b):
              zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
 
 
+def prepare(trainer, record):
+  """Calls record(network, nets) where each network's epoch starts: the data preparation
+  of its (single) chunk, which sees every network's state (ActorCriticTrainer.update)."""
+  for name, method in (('value', 'value_targets'), ('policy', 'policy_advantages')):
+    original = getattr(trainer, method)
+
+    def prepared(nets, data, key, name=name, original=original):
+      record(name, nets)
+      return original(nets, data, key)
+    setattr(trainer, method, prepared)
+
+
 def test_shared_layers_are_copied_between_the_policy_and_the_value_net():
   trainer = A2C(task_for('CartPole-v1'), n_shared_layers=1, **tiny())
   policy_t, value_t = trainer.learner.networks['policy'], trainer.learner.networks['value']
@@ -40,17 +52,13 @@ def test_shared_layers_are_copied_between_the_policy_and_the_value_net():
 
   # Snapshot both nets as each of them starts to train (ActorCriticTrainer.update:
   # policy -> value before value training, value -> policy after it). Each
-  # network's epoch is one `fit` inside the epoch's compiled update; a debug
-  # callback hands the state it starts from back to the host.
+  # network's epoch (one chunk here) starts with its preparation of the data,
+  # which sees every network's state; a debug callback hands them to the host.
   snapshots = {}
-  original = trainer.fit
-
-  def fit(state, name, *args, **kwargs):
-    def record(policy, value):
-      snapshots[name] = (jax.device_get(policy), jax.device_get(value))
-    jax.debug.callback(record, state.nets['policy']['params'], state.nets['value']['params'])
-    return original(state, name, *args, **kwargs)
-  trainer.fit = fit
+  prepare(trainer, lambda name, nets: jax.debug.callback(
+      lambda policy, value: snapshots.__setitem__(name, (jax.device_get(policy),
+                                                         jax.device_get(value))),
+      nets['policy']['params'], nets['value']['params']))
   trainer.learner.collect(n_interactions=16)
   trainer.learner.train_epoch()
   jax.effects_barrier()
@@ -88,14 +96,10 @@ def test_a_shared_normalizer_trains_both_nets_on_the_acting_statistics():
   policy_t, value_t = trainer.learner.networks['policy'], trainer.learner.networks['value']
   assert top_level_layers(policy_t.variables)[:1] == ['normalizer']
   seen = {}
-  original = trainer.fit
-
-  def fit(state, name, *args, **kwargs):
-    # The model state each network starts its training from, handed to the host.
-    jax.debug.callback(lambda model_state: seen.__setitem__(name, jax.device_get(model_state)),
-                       state.nets[name]['model_state'])
-    return original(state, name, *args, **kwargs)
-  trainer.fit = fit
+  # The model state each network starts its training from, handed to the host.
+  prepare(trainer, lambda name, nets: jax.debug.callback(
+      lambda model_state: seen.__setitem__(name, jax.device_get(model_state)),
+      nets[name]['model_state']))
   for epoch in (1, 2):
     # trainer.learner.collect keeps the acting state (the normaliser statistics) it moved on.
     trainer.learner.collect(n_interactions=16, epoch_id=epoch)

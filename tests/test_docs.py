@@ -65,7 +65,7 @@ def test_mkdocs_build_is_strict_clean(tmp_path):
       env=dict(os.environ, NO_MKDOCS_2_WARNING='1'), check=False)
   assert result.returncode == 0, result.stderr[-3000:]
   for page in ('index.html', 'configuration/index.html', 'algorithms/dqn/index.html',
-               'examples/kl_ppo.py'):
+               'examples/kl_ppo.py', 'examples/ddpg.py'):
     assert (site / page).is_file(), page
 
 

@@ -33,8 +33,8 @@ SCHEDULE = functools.partial(lr_schedules.multifactor, factors='constant * decay
 class SyncRecordingDQN(DQN):
   """A DQN that reports every target sync inside its fused epochs to the host.
 
-  The target is synced inside the compiled loop (ValueAgent._sync_every, the
-  online trainer's after_step hook); a debug callback hands each step's
+  The target is synced inside the compiled loop (ValueAgent.synced, which
+  its value_step calls after every update); a debug callback hands each step's
   result back, and a step whose returned target is the online network is a
   sync, recorded with the online step count and weights.
   """
@@ -43,8 +43,8 @@ class SyncRecordingDQN(DQN):
     super().__init__(task, **kwargs)
     self._synced = synced
 
-  def _sync_every(self, target, variables, step):
-    new = super()._sync_every(target, variables, step)
+  def synced(self, target, variables, step):
+    new = super().synced(target, variables, step)
     jax.debug.callback(self._record, step, new['params'], variables['params'])
     return new
 
@@ -68,23 +68,28 @@ def run_three_epochs(target_sync):
       target_sync=target_sync,
       **dict(TINY, value_train_steps_per_epoch=4, value_evals_per_epoch=2))
   online = trainer.learner.networks['value']
-  original = trainer.fit
+  original = trainer.value_step
+  epoch_start = {}  # the online step count as the epoch's training starts
 
   def start(step, carry_params, online_params):
+    if int(step) != epoch_start['step']:
+      return  # not the epoch's first gradient step
     starts.append(jax.device_get(carry_params))
     if trees_equal(carry_params, online_params):
       synced.append((int(step), jax.device_get(online_params)))
 
-  def fit(state, name, data, *args, carry=None, **kwargs):
+  def value_step(carry, rows, key):
     # The epoch's training starts from the target it is handed (the carry):
     # a sync when that is the online network as it stands.
-    net = state.nets[name]
-    jax.debug.callback(start, net['step'], carry['params'], net['params'])
-    return original(state, name, data, *args, carry=carry, **kwargs)
-  trainer.fit = fit
+    nets, target = carry
+    net = nets['value']
+    jax.debug.callback(start, net['step'], target['params'], net['params'])
+    return original(carry, rows, key)
+  trainer.value_step = value_step
   task.collect_initial()
   epochs = [{'buffer': sorted(task.epochs)}]
   for _ in range(3):
+    epoch_start['step'] = online.step
     record = trainer.learner.run_epoch()
     jax.effects_barrier()  # every callback of the epoch has run
     synced.sort(key=lambda s: s[0])
@@ -93,7 +98,7 @@ def run_three_epochs(target_sync):
                    'extra': jax.device_get(trainer.learner.extra), 'start': starts[-1],
                    'last_synced': synced[-1][1],
                    'online': jax.device_get(online.model_weights)})
-  trainer.fit = original
+  del trainer.value_step
   return trainer, epochs
 
 
@@ -104,11 +109,11 @@ def three_epochs():
   gin.clear_config()
 
 
-def test_sync_every_replaces_the_target_exactly_at_multiples_of_sync_freq(three_epochs):
+def test_synced_replaces_the_target_exactly_at_multiples_of_sync_freq(three_epochs):
   trainer, _ = three_epochs
   online = {'params': {'w': jnp.ones(3)}}
   target = {'params': {'w': jnp.zeros(3)}}
-  sync = jax.jit(trainer._sync_every)
+  sync = jax.jit(trainer.synced)
   for step in range(1, 10):
     new = sync(target, online, jnp.int32(step))
     expected = online if step % 3 == 0 else target
@@ -183,7 +188,7 @@ def test_a_replay_is_padded_to_its_final_size_from_the_first_epoch():
   gin.clear_config()
   task = task_for('CartPole-v1')
   big = 2 * learner_lib.MAX_RESERVED_ROWS // 16
-  DQN(task, n_replay_epochs=big, **TINY)
+  DQN(task, n_replay_epochs=big, **TINY).build()
   assert task.needs.reserved_rows == 0
 
 

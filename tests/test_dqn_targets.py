@@ -180,7 +180,7 @@ def test_double_dqn_targets_through_the_task_use_the_online_argmax():
   # so Double DQN bootstraps from 1, not from max = 2.
   target = constant_q_target(trainer, [2.0, 1.0])
   online = constant_q_target(trainer, [0.0, 5.0])
-  trainer._value_trainer.model_weights = online['params']
+  trainer.value_net.model_weights = online['params']
   obs, _, targets, _ = batch_helpers.value_batch(trainer, target=target)
   t = np.asarray(obs)[:, 0, 0].astype(int)
   expected = np.where(t == 2, 3.0, (t + 1) + GAMMA * 1.0)
@@ -202,7 +202,7 @@ def test_targets_from_two_rows_equal_those_from_every_row_bit_for_bit(trainer_cl
             'return_': jnp.zeros(shape, jnp.float32),
             'done': jnp.asarray(rng.random(shape) < 0.15, jnp.float32),
             'mask': jnp.asarray(rng.random(shape) < 0.85, jnp.float32)}
-  online = trainer._value_trainer.variables
+  online = trainer.learner.networks['value'].variables
   target = jax.tree_util.tree_map(lambda x: x * 1.5 + 0.1, online)
   obs = fields['observation']
   q_target = trainer._q_values(target, obs)

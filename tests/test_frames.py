@@ -25,7 +25,7 @@ from rl.metrics import read_metrics
 from rl.envs.task import RLTask
 from task_helpers import built_task
 from rl.algorithms import row_advantages
-from rl.algorithms.actor_critic import A2C
+from rl.algorithms.a2c import A2C
 from run_helpers import ROOT
 
 
@@ -199,10 +199,10 @@ def test_value_blocks_give_the_values_of_one_call(monkeypatch):
                 policy_train_steps_per_epoch=1)
   trainer.learner.collect(n_interactions=600, epoch_id=1)
   data = task.slice_data()
-  target, key = trainer.learner.networks['value'].variables, jax.random.PRNGKey(0)  # pylint: disable=protected-access
+  value, key = trainer.learner.networks['value'].state, jax.random.PRNGKey(0)
 
   def state_values(obs, dist_inputs, k):
-    return trainer._state_values(target, obs, dist_inputs, k, 'mean')  # pylint: disable=protected-access
+    return trainer.state_values(value, obs, dist_inputs, k, 'mean')
 
   def values():
     return np.asarray(jax.jit(lambda d, k: row_advantages.row_values(

@@ -60,7 +60,7 @@ def test_random_initial_box_actions_store_the_inputs_they_were_sampled_with(lear
   actions = data.rows['action'][real]
   inputs = data.rows['dist_inputs'][real]
   assert len(actions) >= 800
-  means, stds = trainer.policy.dist._split(inputs)
+  means, stds = trainer.dist._split(inputs)
   z = (actions - np.asarray(means)) / np.asarray(stds)
   # Standardised by the stored inputs, the actions are N(0, 1) draws.
   assert abs(z.mean()) < 0.1 and abs(z.std() - 1.0) < 0.1, (z.mean(), z.std())

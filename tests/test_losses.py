@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from rl.algorithms import ppo
 from rl.ops import losses
 
 
@@ -69,9 +70,9 @@ def test_ppo_loss_clips_by_hand():
   advantages = np.array([[1.0, -2.0, 5.0]])
   mask = np.array([[1.0, 1.0, 0.0]])
   entropy = np.zeros((1, 3))
-  loss = losses.ppo_loss(log_probs, old, advantages, entropy, mask, 0.2, 0.0)
+  loss = ppo.ppo_loss(log_probs, old, advantages, entropy, mask, 0.2, 0.0)
   assert float(loss) == pytest.approx(-(1.2 - 1.6) / 2, abs=1e-5)
-  diag = losses.ppo_diagnostics(log_probs, old, mask, 0.2)
+  diag = ppo.ppo_diagnostics(log_probs, old, mask, 0.2)
   assert float(diag['clip_fraction']) == pytest.approx(1.0)
   # KL estimate: ((e^.5 - 1) - .5 + (e^-.5 - 1) + .5) / 2.
   expected = ((np.exp(0.5) - 1 - 0.5) + (np.exp(-0.5) - 1 + 0.5)) / 2

@@ -11,9 +11,7 @@ import numpy as np
 import pytest
 
 from network_helpers import Epochs
-from network_helpers import evaluate
 from rl.errors import NonFiniteLossError
-from rl.learner.fused_epoch import DeviceBatches
 from rl.learner.fused_epoch import summarize
 from rl.learner.fused_epoch import weights_norm
 from rl.learner.network_trainer import Trainer
@@ -36,9 +34,9 @@ def take(data, index):  # any leading axes: a chunk's steps are gathered at once
   return data[index]
 
 
-def make(data, x, key, carry, variables):
+def make(x, key, carry):
   """(inputs, targets); a carry, when given, shifts the targets."""
-  del data, key, variables
+  del key
   targets = x @ W
   return x, targets if carry is None else targets + carry
 
@@ -50,17 +48,21 @@ def mse(pred, batch):
 
 
 def make_trainer(lr=0.05, seed=0, optimizer=optimizers.SGD, **kwargs):
-  return Trainer(nn.Dense(1), optimizer, lambda step: lr, mse,
-                 example_inputs=(regression_data()[:1],),
-                 batches=DeviceBatches(draw, take, make), seed=seed, **kwargs)
+  return Trainer(nn.Dense(1), optimizer, lambda step: lr,
+                 example_inputs=(regression_data()[:1],), seed=seed, **kwargs)
+
+
+def epochs(trainer, after_step=None):
+  """The trainer's epochs on the regression batches, with the mse loss."""
+  return Epochs(trainer, mse, draw, take, make, after_step)
 
 
 def test_training_reduces_the_loss_and_counts_steps():
   trainer = make_trainer()
-  epochs = Epochs(trainer)
+  run = epochs(trainer)
   key = jax.random.PRNGKey(0)
-  first, key, _ = epochs(regression_data(), key, n_steps=1, n_eval_steps=2)
-  later, key, _ = epochs(regression_data(), key, n_steps=200, n_eval_steps=2)
+  first, key, _ = run(regression_data(), key, n_steps=1, n_eval_steps=2)
+  later, key, _ = run(regression_data(), key, n_steps=200, n_eval_steps=2)
   assert trainer.step == 201
   assert later['mse'] < 1e-3 < first['mse']
   assert set(later) >= {'loss', 'mse', 'learning_rate', 'gradients_l2'}
@@ -75,10 +77,10 @@ def test_an_epoch_is_one_fused_call_on_device_drawn_batches():
     seen.append(step)  # traced once per compilation
     return carry
 
-  trainer = make_trainer(after_step=after_step)
-  epochs = Epochs(trainer)
+  trainer = make_trainer()
+  run = epochs(trainer, after_step)
   key = jax.random.PRNGKey(0)
-  results, key2, carry = epochs(regression_data(), key, jnp.float32(3.0), n_steps=300,
+  results, key2, carry = run(regression_data(), key, jnp.float32(3.0), n_steps=300,
                                 n_chunks=3, n_eval_steps=2)
   assert trainer.step == 300 and float(carry) == 3.0
   assert not np.array_equal(np.asarray(key), np.asarray(key2))
@@ -86,31 +88,30 @@ def test_an_epoch_is_one_fused_call_on_device_drawn_batches():
   np.testing.assert_allclose(np.asarray(trainer.model_weights['bias']), [3.0], atol=0.05)
   # The same call again reuses the compiled epoch: nothing is traced anew.
   traced = len(seen)
-  epochs(regression_data(), key2, jnp.float32(3.0), n_steps=300, n_chunks=3, n_eval_steps=2)
+  run(regression_data(), key2, jnp.float32(3.0), n_steps=300, n_chunks=3, n_eval_steps=2)
   assert len(seen) == traced
 
 
 def test_steps_per_second_is_the_epochs_steps_over_the_seconds_it_trained():
   trainer = make_trainer()
-  *_, result = trainer.epoch(trainer.state, regression_data(), jax.random.PRNGKey(0), None,
-                             n_steps=6)
+  *_, result = epochs(trainer).raw(regression_data(), jax.random.PRNGKey(0), n_steps=6)
   assert trainer.results(jax.device_get(result), 2.0)['steps_per_second'] == 3.0
 
 
 def test_state_round_trip_is_exact():
   a = make_trainer()
   key = jax.random.PRNGKey(0)
-  _, key, _ = Epochs(a)(regression_data(), key, n_steps=5)
+  _, key, _ = epochs(a)(regression_data(), key, n_steps=5)
   b = make_trainer(seed=1)
   b.load_state_dict(a.state_dict())
   assert b.step == 5
   np.testing.assert_array_equal(a.model_weights['kernel'], b.model_weights['kernel'])
   x = np.asarray(regression_data(3)[:32])
-  batch = make(None, x, None, None, None)
-  assert evaluate(a, batch) == evaluate(b, batch)
+  batch = make(x, None, None)
+  assert epochs(a).evaluate(batch) == epochs(b).evaluate(batch)
   # The optimizer state came along too: the next epoch is the same on both.
-  after_a, _, _ = Epochs(a)(regression_data(), key, n_steps=5)
-  after_b, _, _ = Epochs(b)(regression_data(), key, n_steps=5)
+  after_a, _, _ = epochs(a)(regression_data(), key, n_steps=5)
+  after_b, _, _ = epochs(b)(regression_data(), key, n_steps=5)
   assert after_a['loss'] == after_b['loss']
   np.testing.assert_array_equal(a.model_weights['kernel'], b.model_weights['kernel'])
 
@@ -120,13 +121,13 @@ def test_weights_are_settable():
   zeros = {'kernel': np.zeros((3, 1), np.float32), 'bias': np.zeros(1, np.float32)}
   trainer.model_weights = zeros
   x = np.ones((1, 3), np.float32)
-  np.testing.assert_array_equal(np.asarray(trainer.spec.apply_fn(trainer.variables, x)), [[0.0]])
+  np.testing.assert_array_equal(np.asarray(trainer.model.apply(trainer.variables, x)), [[0.0]])
 
 
 def test_nan_loss_is_reported_with_its_name():
   trainer = make_trainer(lr=1e30, loss_name='value_loss')
   with pytest.raises(NonFiniteLossError, match="'value_loss' became"):
-    Epochs(trainer)(regression_data(), jax.random.PRNGKey(0), n_steps=20)
+    epochs(trainer)(regression_data(), jax.random.PRNGKey(0), n_steps=20)
 
 
 def test_epoch_summary_names_the_first_non_finite_step():
@@ -155,10 +156,10 @@ def test_two_devices_give_the_same_loss_as_one():
     import sys
     sys.path.insert(0, {TESTS!r})
     import jax
-    from test_network_trainer import Epochs, make_trainer, regression_data
+    from test_network_trainer import epochs, make_trainer, regression_data
     from rl.optim import optimizers
     trainer = make_trainer(lr=1e-2, optimizer=optimizers.Adam)
-    m, _, _ = Epochs(trainer)(regression_data(), jax.random.PRNGKey(0), n_steps=10,
+    m, _, _ = epochs(trainer)(regression_data(), jax.random.PRNGKey(0), n_steps=10,
                               n_eval_steps=1)
     print(jax.local_device_count(), repr(m['loss']), repr(m['mse']))
   ''')

@@ -41,13 +41,15 @@ class _ProbeBase:
 
 @gin.configurable('parameters_doc_probe_class')
 class _ProbeChild(_ProbeBase):
-  """A subclass that sets two of its base's parameters itself.
+  """A subclass that sets two of its base's parameters itself, and declares them.
 
   Args:
     own: the subclass's own parameter.
     inherited: the subclass's meaning.
     **kwargs: _ProbeBase's arguments.
   """
+
+  fixed_parameters = ('passed', 'overwritten')
 
   def __init__(self, own=4, **kwargs):
     kwargs['overwritten'] = 5
@@ -70,7 +72,7 @@ def test_every_parameter_of_every_registered_configurable_has_a_description():
 
 
 def test_registered_names_are_every_configurable_gin_knows_in_the_package():
-  """The package's list of its configurables (read from its sources) against gin's registry.
+  """The package's list of its configurables (recorded as they register) against gin's registry.
 
   gin lists no names, but `gin.get_configurable` tells of any function or class
   whether gin registered it: every one defined in a module of the package is asked.

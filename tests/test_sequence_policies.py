@@ -51,7 +51,7 @@ def joint_trainer():
 
 def apply(trainer, name, observation):
   network = trainer.learner.networks[name]
-  return network.spec.apply_fn(network.variables, observation)
+  return network.model.apply(network.variables, observation)
 
 
 def assert_real_steps_match(recomputed, stored, mask):
@@ -77,8 +77,7 @@ def test_a_policy_batch_recomputes_the_acting_policy(trainer_class):
 def test_a_joint_batch_recomputes_the_acting_policy():
   trainer = joint_trainer()
   trainer.learner.collect(n_interactions=64)
-  joint = trainer.learner.networks['joint']
-  batch = batch_helpers.draw(trainer, 'joint', trainer.epoch_data(1)['joint'], joint.variables)
+  batch = batch_helpers.joint_batch(trainer)
   dist_inputs, _ = apply(trainer, 'joint', batch.observation)
   assert_real_steps_match(dist_inputs, batch.dist_inputs, batch.mask)
 

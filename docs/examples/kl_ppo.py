@@ -7,7 +7,8 @@ import gin
 import jax
 import jax.numpy as jnp
 
-from rl.algorithms.actor_critic import PPO
+from rl.algorithms.ppo import PPO
+from rl.algorithms.ppo import ppo_diagnostics
 from rl.ops import losses
 
 
@@ -52,28 +53,22 @@ class KLPPO(PPO):
   """
 
   def __init__(self, task, beta=1.0, kl_target=0.01, **kwargs):
-    self._initial_beta = beta
-    self._kl_target = kl_target
-    self._beta = None  # the state's beta while `update` is traced
     super().__init__(task, **kwargs)
+    self.initial_beta = beta
+    self.kl_target = kl_target
 
   def initial_extra(self, networks):
-    return dict(super().initial_extra(networks), beta=jnp.float32(self._initial_beta))
+    return dict(super().initial_extra(networks), beta=jnp.float32(self.initial_beta))
+
+  def objective(self, terms, extra):
+    loss = kl_penalty_loss(terms.log_probs, terms.old_log_probs, terms.advantages, terms.entropy,
+                           terms.mask, extra['beta'], self.entropy_coeff)
+    return loss, ppo_diagnostics(terms.log_probs, terms.old_log_probs, terms.mask, self.epsilon)
 
   def update(self, state, data):
-    # The policy loss is traced inside this call, so it reads the epoch's beta here.
-    self._beta = state.extra['beta']
-    try:
-      state, results, metrics = super().update(state, data)
-    finally:
-      self._beta = None
-    beta = state.extra['beta']
-    if self._kl_target:
+    beta = state.extra['beta']  # the beta this epoch's policy loss trains with
+    state, results, metrics = super().update(state, data)
+    if self.kl_target:
       kl = results['policy'].metrics['approximate_kl_divergence']
-      state = state._replace(extra=dict(state.extra, beta=adapted_beta(beta, kl, self._kl_target)))
+      state = state._replace(extra=dict(state.extra, beta=adapted_beta(beta, kl, self.kl_target)))
     return state, results, dict(metrics, kl_beta=beta)
-
-  def policy_loss_given(self, log_probs, old_log_probs, advantages, entropy, mask):
-    loss = kl_penalty_loss(log_probs, old_log_probs, advantages, entropy, mask, self._beta,
-                           self._entropy_coeff)
-    return loss, losses.ppo_diagnostics(log_probs, old_log_probs, mask, self._epsilon)

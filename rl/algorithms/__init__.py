@@ -1,14 +1,14 @@
 """The algorithms, one family per module. Importing this package registers them with gin.
 
 reinforce.py: PolicyTrainer, PolicyGradientTrainer (REINFORCE)
-actor_critic.py: ActorCriticTrainer, A2C, PPO, AWR; sampling_awr.py: SamplingAWR
+actor_critic.py: ActorCriticTrainer, the update of ppo.py: PPO, a2c.py: A2C, awr.py: AWR
+  and sampling_awr.py: SamplingAWR
 joint.py: ActorCriticJointTrainer, PPOJoint, A2CJoint, AWRJoint
 dqn.py: ValueAgent, DQN, DoubleDQN
 """
-from rl.algorithms.actor_critic import A2C
-from rl.algorithms.actor_critic import AWR
-from rl.algorithms.actor_critic import PPO
+from rl.algorithms.a2c import A2C
 from rl.algorithms.actor_critic import ActorCriticTrainer
+from rl.algorithms.awr import AWR
 from rl.algorithms.dqn import DQN
 from rl.algorithms.dqn import DoubleDQN
 from rl.algorithms.dqn import ValueAgent
@@ -16,6 +16,7 @@ from rl.algorithms.joint import A2CJoint
 from rl.algorithms.joint import ActorCriticJointTrainer
 from rl.algorithms.joint import AWRJoint
 from rl.algorithms.joint import PPOJoint
+from rl.algorithms.ppo import PPO
 from rl.algorithms.reinforce import PolicyGradientTrainer
 from rl.algorithms.reinforce import PolicyTrainer
 from rl.algorithms.sampling_awr import SamplingAWR

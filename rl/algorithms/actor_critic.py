@@ -1,24 +1,27 @@
-"""Actor-critics with separate policy and value networks: A2C, PPO and AWR.
+"""Actor-critics with separate policy and value networks: the update A2C, PPO and AWR share.
 
-An epoch trains the value network, then the policy. Value targets are
-V_target(s_t) + A_t, the advantage estimator's return computed with the
-target network (the value net as its chunk started, synced after each of the
-value_evals_per_epoch chunks), so the value net regresses on TD / GAE / MC
-returns. The policy then trains on advantages from the just-trained value
-network. Values and advantages are computed for every stored step once per
-chunk (rl.algorithms.row_advantages), and batches gather them.
+An epoch trains the value network, then the policy (`ActorCriticTrainer.update`):
 
-A2C, PPO and AWR differ only in `policy_loss_given`, the loss they apply to
-(log pi_new, log pi_old, normalised advantages). SamplingAWR
-(rl.algorithms.sampling_awr) trains the policy on Q-values of sampled actions.
+  1. The value network regresses on V_target(s_t) + A_t, the advantage
+     estimator's return computed with the target network: the value net as
+     its chunk starts (value_evals_per_epoch chunks), so it regresses on TD,
+     GAE or Monte-Carlo returns.
+  2. The policy trains on the advantages of the just-trained value network,
+     through its variant's objective (ppo.py, a2c.py, awr.py; sampling_awr.py
+     trains on Q-values of sampled actions instead).
+
+Values and advantages are computed for every stored step once per chunk
+(rl.algorithms.row_advantages), and each batch gathers them.
 """
-import gin
+import functools
+from typing import NamedTuple
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from rl.algorithms import batches
 from rl.algorithms import networks
-from rl.algorithms.policy_network import PolicyNetwork
 from rl.algorithms.q_baseline import QBaseline
 from rl.algorithms.q_baseline import parse_aggregate
 from rl.algorithms.row_advantages import row_values
@@ -30,9 +33,9 @@ from rl.learner.checks import check_divisible
 from rl.learner.checks import check_estimator_margin
 from rl.learner.checks import check_on_policy
 from rl.learner.checks import check_whole_episodes
+from rl.learner.fused_epoch import fused_epoch
 from rl.learner.fused_epoch import variables_of
 from rl.learner.state import with_acting_statistics
-from rl.learner.state import with_net
 from rl.learner.trainer import RLTrainer
 from rl.nets import heads
 from rl.nets.variables import copy_shared_layers
@@ -41,8 +44,52 @@ from rl.ops import advantages as advantages_lib
 from rl.ops import losses
 
 
+class PolicyTerms(NamedTuple):
+  """What a policy objective needs of a batch, [B, L] each."""
+  log_probs: jax.Array  # log pi(a|s) under the policy being trained
+  old_log_probs: jax.Array  # under the policy that acted
+  advantages: jax.Array  # normalised (if advantage_normalization)
+  entropy: jax.Array  # of the trained policy at each state
+  mask: jax.Array  # 1 on real steps
+
+
+def value_loss(values, batch, value_scale):
+  """(loss, metrics) of a value network's outputs [B, L, 1] regressing on a ValueBatch."""
+  loss = losses.value_loss(values[..., 0], batch.target, batch.mask)
+  return loss, {'value_loss': loss,
+                'value_mean': losses.masked_mean(values[..., 0] * value_scale, batch.mask)}
+
+
+def policy_loss(objective, dist, dist_inputs, batch, normalization, extra):
+  """(loss, metrics) of the policy's dist_inputs on a PolicyBatch under `objective`.
+
+  objective(PolicyTerms, extra) -> (loss, metrics) is the variant's;
+  normalization is (epsilon, factor), or None to leave the advantages as they are.
+  """
+  mask, advantages = batch.mask, batch.advantage
+  if normalization is not None:
+    advantages = losses.normalize_advantages(advantages, mask, *normalization)
+  log_probs = dist.log_prob(dist_inputs, batch.action)
+  old_log_probs = dist.log_prob(batch.dist_inputs, batch.action)
+  entropy = dist.entropy(dist_inputs)
+  loss, metrics = objective(PolicyTerms(log_probs, old_log_probs, advantages, entropy, mask),
+                            extra)
+  means = losses.masked_means(mask, advantage_mean=batch.advantage, policy_entropy=entropy)
+  deviation = batch.advantage - means['advantage_mean']
+  return loss, {
+      'policy_loss': loss,
+      'advantage_std': jnp.sqrt(losses.masked_mean(deviation ** 2, mask)),
+      **means,
+      **metrics,
+  }
+
+
 class ActorCriticTrainer(RLTrainer):
   """Policy and value networks trained in turn on the task's trajectories.
+
+  A variant gives `objective(terms, extra) -> (loss, metrics)`, its policy
+  loss on PolicyTerms; `extra` is the TrainState's per-epoch values
+  (`initial_extra`), passed as an argument so that the loss stays pure.
 
   Args:
     task: the RLTask.
@@ -116,9 +163,9 @@ class ActorCriticTrainer(RLTrainer):
                policy_eval_steps=0, max_slice_length=1, **kwargs):
     super().__init__(task, **kwargs)
     name = type(self).__name__
-    self.policy = PolicyNetwork(task, name, policy_model, policy_optimizer, policy_lr_schedule,
-                                policy_batch_size, policy_train_steps_per_epoch,
-                                policy_evals_per_epoch, policy_eval_steps, max_slice_length)
+    check_divisible(policy_train_steps_per_epoch, policy_evals_per_epoch,
+                    'policy_train_steps_per_epoch', 'policy_evals_per_epoch')
+    self.dist = networks.policy_distribution(task, name)
     check_on_policy(self, n_replay_epochs, 'AWR or SamplingAWR')
     check_divisible(value_train_steps_per_epoch, value_evals_per_epoch,
                     'value_train_steps_per_epoch', 'value_evals_per_epoch')
@@ -128,48 +175,46 @@ class ActorCriticTrainer(RLTrainer):
     if advantage_estimator is advantages_lib.monte_carlo:
       check_whole_episodes(self, task, kwargs, 'use a bootstrapping estimator (@gae with '
                            'added_policy_slice_length >= 1)')
-    self.q_baseline = (QBaseline(name, task, self.policy.dist, q_value_aggregate,
+    self.q_baseline = (QBaseline(name, task, self.dist, q_value_aggregate,
                                  q_value_temperature, q_value_n_samples) if q_value else None)
-    self._max_slice_length = max_slice_length
-    self._margin = int(added_policy_slice_length)
-    self._n_shared_layers = int(n_shared_layers)
+    self.max_slice_length = max_slice_length
+    self.margin = int(added_policy_slice_length)
+    self.n_shared_layers = int(n_shared_layers)
     self.n_replay_epochs = int(n_replay_epochs)
-    self._adv_normalization = advantage_normalization
-    self._adv_epsilon = advantage_normalization_epsilon
-    self._adv_factor = advantage_normalization_factor
-    self._value_scale = 1.0 / (1.0 - task.gamma) if scale_value_targets else 1.0
-    self._estimator = advantage_estimator(gamma=task.gamma, margin=self._margin)
-    self._value_model_factory = value_model or heads.Value
-    self._value_optimizer = value_optimizer
-    self._value_lr_schedule = value_lr_schedule
-    self._value_batch_size = value_batch_size
-    self._value_train_steps = value_train_steps_per_epoch
-    self._value_evals = value_evals_per_epoch
-    self._value_eval_steps = value_eval_steps
-    self.build()
-
+    self.normalization = ((advantage_normalization_epsilon, advantage_normalization_factor)
+                          if advantage_normalization else None)
+    self.value_scale = 1.0 / (1.0 - task.gamma) if scale_value_targets else 1.0
+    self.estimator = advantage_estimator(gamma=task.gamma, margin=self.margin)
+    self.value_batch_size = value_batch_size
+    self.value_train_steps = value_train_steps_per_epoch
+    self.value_evals = value_evals_per_epoch
+    self.value_eval_steps = value_eval_steps
+    self.policy_batch_size = policy_batch_size
+    self.policy_train_steps = policy_train_steps_per_epoch
+    self.policy_evals = policy_evals_per_epoch
+    self.policy_eval_steps = policy_eval_steps
+    self._models = (policy_model or heads.Policy, value_model or heads.Value)
+    self._optimizers = (policy_optimizer, policy_lr_schedule, value_optimizer, value_lr_schedule)
+    self.policy_net = self.value_net = None
 
   def build_networks(self):
     task, space = self.task, self.task.action_space
-    policy = self.policy.build(self.policy_loss, self.policy_batch, rows_fn=self.policy_rows,
-                               draw_fn=self.draw_policy_slices)
-    value_kwargs, inputs_fn = {}, None
+    policy_model, value_model = self._models
+    policy_optimizer, policy_schedule, value_optimizer, value_schedule = self._optimizers
+    self.policy_net = networks.build_network(
+        task, policy_model(policy_distribution=self.dist), policy_optimizer, policy_schedule,
+        'policy_loss', (networks.example_observation(task),))
+    value_kwargs = {}
     example = (networks.example_observation(task),)
     if self.q_baseline is not None:
       n_actions = self.q_baseline.n_actions
       value_kwargs = dict(inject_actions=True, is_discrete=n_actions is not None,
                           vocab_size=n_actions or 2)
       example += (np.zeros((1, 1) + tuple(space.shape), space.dtype),)
-      inputs_fn = batches.observation_and_action
-    self._value_model = self._value_model_factory(**value_kwargs)
-    # The carry of the value epoch is the target network: the value net as its
-    # chunk started, synced after every chunk.
-    value = networks.build_network(
-        task, self._value_model, self._value_optimizer, self._value_lr_schedule,
-        self.value_loss, self.draw_value_slices, self.value_batch, 'value_loss', example,
-        inputs_fn=inputs_fn, seed_offset=1, prepare_fn=self.prepare_value_data,
-        after_chunk=lambda target, variables: variables)
-    return {'policy': policy, 'value': value}, Acting('policy', self.policy.dist)
+    self.value_net = networks.build_network(
+        task, value_model(**value_kwargs), value_optimizer, value_schedule, 'value_loss',
+        example, seed_offset=1)
+    return {'policy': self.policy_net, 'value': self.value_net}, Acting('policy', self.dist)
 
   def initial_extra(self, nets):
     """Checks that n_shared_layers names layers both networks have, in the same order."""
@@ -178,102 +223,11 @@ class ActorCriticTrainer(RLTrainer):
     common = 0
     while common < min(len(policy), len(value)) and policy[common] == value[common]:
       common += 1
-    if not 0 <= self._n_shared_layers <= common:
+    if not 0 <= self.n_shared_layers <= common:
       raise ConfigError(
           f'{type(self).__name__}.n_shared_layers must be between 0 and {common}: the policy '
           f'layers {policy} and the value layers {value} share their first {common}.')
     return {}
-
-  # -- the value network -------------------------------------------------------------
-
-  def _state_values(self, variables, obs, dist_inputs, key, mode):
-    """V(s) [B, L] from the target network, aggregating Q over actions if q_value."""
-    scale = self._value_scale
-    if self.q_baseline is None:
-      return self._value_model.apply(variables, obs)[..., 0] * scale
-    return self.q_baseline.state_values(
-        lambda actions: self._value_model.apply(variables, obs, actions)[..., 0] * scale,
-        dist_inputs, key, mode)
-
-  def row_advantages(self, data, key, target, mode):
-    """Every stored step's state value and advantage under `target`, [capacity] each."""
-    values = row_values(
-        data, self.task.observation_space, key,
-        lambda obs, dist_inputs, k: self._state_values(target, obs, dist_inputs, k, mode))
-    return values, windowed_advantages(data, values, self._estimator, self._margin)
-
-  def prepare_value_data(self, data, key, target):
-    """(`data` with each row's value target V_target + A, its slices.DrawTable), per chunk."""
-    aggregate = self.q_baseline.aggregate if self.q_baseline is not None else None
-    values, adv = self.row_advantages(data, key, target, aggregate)
-    data = data.replace(rows=dict(data.rows, value_target=(values + adv) / self._value_scale))
-    return data, slices.draw_table(data, self._max_slice_length)
-
-  def draw_value_slices(self, data, key):
-    """Which rows a value batch holds (data from prepare_value_data)."""
-    data, table = data
-    return slices.draw(data, key, self._value_batch_size, self._max_slice_length, table=table)
-
-  def value_batch(self, data, fields, key, target, variables):
-    """A ValueBatch of max_slice_length steps per slice, from its slices' fields."""
-    del data, key, target, variables
-    return batches.ValueBatch(fields['observation'], fields['action'],
-                              fields['value_target'], fields['mask'])
-
-  def value_loss(self, values, batch):
-    """(loss, metrics) of the value network's outputs [B, L, 1] on a ValueBatch."""
-    loss = losses.value_loss(values[..., 0], batch.target, batch.mask)
-    return loss, {'value_loss': loss,
-                  'value_mean': losses.masked_mean(values[..., 0] * self._value_scale,
-                                                   batch.mask)}
-
-  # -- the policy --------------------------------------------------------------------
-
-  def policy_rows(self, data, key, target):
-    """`data` with each row's advantage under the (just trained) value network."""
-    _, adv = self.row_advantages(data, key, target, 'mean')
-    return data.replace(rows=dict(data.rows, advantage=adv))
-
-  def draw_policy_slices(self, data, key):
-    return self.policy.draw(data, key)
-
-  def policy_batch(self, data, fields, key, target, variables):
-    """A PolicyBatch of max_slice_length steps per slice, from its slices' fields."""
-    del data, key, target, variables
-    return batches.PolicyBatch(fields['observation'], fields['action'], fields['advantage'],
-                               fields['dist_inputs'], fields['mask'])
-
-  def policy_loss(self, dist_inputs, batch):
-    dist, mask = self.policy.dist, batch.mask
-    advantages = batch.advantage
-    if self._adv_normalization:
-      advantages = losses.normalize_advantages(advantages, mask, self._adv_epsilon,
-                                               self._adv_factor)
-    log_probs = dist.log_prob(dist_inputs, batch.action)
-    old_log_probs = dist.log_prob(batch.dist_inputs, batch.action)
-    entropy = dist.entropy(dist_inputs)
-    loss, metrics = self.policy_loss_given(log_probs, old_log_probs, advantages, entropy, mask)
-    means = losses.masked_means(mask, advantage_mean=batch.advantage, policy_entropy=entropy)
-    deviation = batch.advantage - means['advantage_mean']
-    return loss, {
-        'policy_loss': loss,
-        'advantage_std': jnp.sqrt(losses.masked_mean(deviation ** 2, mask)),
-        **means,
-        **metrics,
-    }
-
-  def policy_loss_given(self, log_probs, old_log_probs, advantages, entropy, mask):
-    """The variant's (loss, extra metrics), from rl.ops.losses."""
-    raise NotImplementedError(f'{type(self).__name__} gives no policy_loss_given')
-
-  # -- the epoch ---------------------------------------------------------------------
-
-  def _copy_shared(self, state, src, dst):
-    """`state` with the first n_shared_layers of network src copied into network dst (pure)."""
-    merged = copy_shared_layers(variables_of(state.nets[src]), variables_of(state.nets[dst]),
-                                self._n_shared_layers)
-    params = merged.pop('params')
-    return with_net(state, dst, params=params, model_state=merged)
 
   def epoch_data(self, epoch):
     del epoch
@@ -284,87 +238,125 @@ class ActorCriticTrainer(RLTrainer):
     del epoch
     return {'value': replay, 'policy': newest if self.on_policy else replay}
 
+  # -- the epoch ---------------------------------------------------------------------
+
   def update(self, state, data):
     # Both nets get the acting statistics before anything is copied: with the
     # normaliser among the shared layers, the copy below hands the policy's
     # statistics to the value net, so the policy's must be current already.
     state = with_acting_statistics(state, 'policy')
     state = with_acting_statistics(state, 'value')
-    if self._n_shared_layers:
-      state = self._copy_shared(state, 'policy', 'value')
-    state, value_result, _ = self.fit(
-        state, 'value', data['value'], self._value_train_steps,
-        self._value_evals, self._value_eval_steps, carry=variables_of(state.nets['value']))
-    if self._n_shared_layers:
-      state = self._copy_shared(state, 'value', 'policy')
-    # The policy's advantages come from the value network as its training left it.
-    state, policy_result = self.policy.train(self.fit, state, data['policy'],
-                                             carry=variables_of(state.nets['value']))
-    return state, {'value': value_result, 'policy': policy_result}, {}
+    nets = self.shared_layers(state.nets, 'policy', 'value')
+    # 1. The value network, on targets from itself as each chunk starts.
+    nets, key, value = fused_epoch(
+        self.value_step, nets, data['value'], state.train_key, draw=self.draw_value,
+        take=networks.take_slices, prepare=self.value_targets, evaluate=self.value_metrics,
+        n_chunks=self.value_evals, steps_per_chunk=self.value_train_steps // self.value_evals,
+        n_eval_steps=self.value_eval_steps, batch_sharding=self.value_net.batch_sharding)
+    nets = self.shared_layers(nets, 'value', 'policy')
+    state = with_acting_statistics(state._replace(nets=nets), 'policy')
+    # 2. The policy, on advantages from the value network as its training left it.
+    policy_step = functools.partial(self.policy_step, state.extra)
+    nets, key, policy = fused_epoch(
+        policy_step, state.nets, data['policy'], key, draw=self.draw_policy,
+        take=networks.take_slices, prepare=self.policy_advantages,
+        evaluate=functools.partial(self.policy_metrics, state.extra),
+        n_chunks=self.policy_evals, steps_per_chunk=self.policy_train_steps // self.policy_evals,
+        n_eval_steps=self.policy_eval_steps, batch_sharding=self.policy_net.batch_sharding)
+    results = {'value': self.value_net.result(value['value'], nets['value']),
+               'policy': self.policy_net.result(policy['policy'], nets['policy'])}
+    return state._replace(nets=nets, train_key=key), results, {}
 
+  def shared_layers(self, nets, src, dst):
+    """`nets` with the first n_shared_layers of network src copied into network dst (pure)."""
+    if not self.n_shared_layers:
+      return nets
+    merged = copy_shared_layers(variables_of(nets[src]), variables_of(nets[dst]),
+                                self.n_shared_layers)
+    params = merged.pop('params')
+    return {**nets, dst: dict(nets[dst], params=params, model_state=merged)}
 
-@gin.configurable(denylist=['task', 'output_dir'])
-class A2C(ActorCriticTrainer):
-  """Advantage actor-critic (Mnih et al., 2016).
+  # -- the value network -------------------------------------------------------------
 
-  Args:
-    entropy_coeff: weight of the entropy bonus.
-    **kwargs: ActorCriticTrainer's arguments.
-  """
+  def state_values(self, value, obs, dist_inputs, key, mode):
+    """V(s) [B, L] under the value network's state `value`, aggregating Q if q_value."""
+    scale = self.value_scale
+    if self.q_baseline is None:
+      return self.value_net.apply(value, obs)[..., 0] * scale
+    return self.q_baseline.state_values(
+        lambda actions: self.value_net.apply(value, obs, actions)[..., 0] * scale,
+        dist_inputs, key, mode)
 
-  on_policy = True
+  def row_advantages(self, value, data, key, mode):
+    """Every stored step's state value and advantage under `value`, [capacity] each."""
+    values = row_values(
+        data, self.task.observation_space, key,
+        lambda obs, dist_inputs, k: self.state_values(value, obs, dist_inputs, k, mode))
+    return values, windowed_advantages(data, values, self.estimator, self.margin)
 
-  def __init__(self, task, entropy_coeff=0.01, **kwargs):
-    self._entropy_coeff = entropy_coeff
-    super().__init__(task, **kwargs)
+  def value_targets(self, nets, data, key):
+    """(`data` with each row's value target V + A under `nets`' value network, its
+    slices.DrawTable), at the start of every value chunk."""
+    aggregate = self.q_baseline.aggregate if self.q_baseline is not None else None
+    values, adv = self.row_advantages(nets['value'], data, key, aggregate)
+    data = data.replace(rows=dict(data.rows, value_target=(values + adv) / self.value_scale))
+    return data, slices.draw_table(data, self.max_slice_length)
 
-  def policy_loss_given(self, log_probs, old_log_probs, advantages, entropy, mask):
-    del old_log_probs
-    return losses.a2c_loss(log_probs, advantages, entropy, mask, self._entropy_coeff), {}
+  def draw_value(self, data, key):
+    """Which rows a value batch holds (`data` from value_targets)."""
+    data, table = data
+    return slices.draw(data, key, self.value_batch_size, self.max_slice_length, table=table)
 
+  def value_batch(self, rows):
+    return batches.ValueBatch(rows['observation'], rows['action'], rows['value_target'],
+                              rows['mask'])
 
-@gin.configurable(denylist=['task', 'output_dir'])
-class PPO(ActorCriticTrainer):
-  """Proximal policy optimisation with the clipped surrogate (Schulman et al., 2017).
+  def value_loss(self, variables, batch):
+    inputs = (batch.observation,) if self.q_baseline is None else (batch.observation,
+                                                                   batch.action)
+    return value_loss(self.value_net.model.apply(variables, *inputs), batch, self.value_scale)
 
-  Args:
-    epsilon: clipping range of the probability ratio.
-    entropy_coeff: weight of the entropy bonus.
-    **kwargs: ActorCriticTrainer's arguments.
-  """
+  def value_step(self, nets, rows, key):
+    del key
+    value, step = self.value_net.gradient_step(nets['value'], self.value_loss, self.value_batch(rows))
+    return {**nets, 'value': value}, {'value': step}
 
-  on_policy = True
+  def value_metrics(self, nets, rows, key):
+    del key
+    return {'value': self.value_loss(variables_of(nets['value']), self.value_batch(rows))[1]}
 
-  def __init__(self, task, epsilon=0.2, entropy_coeff=0.01, **kwargs):
-    self._epsilon = epsilon
-    self._entropy_coeff = entropy_coeff
-    super().__init__(task, **kwargs)
+  # -- the policy --------------------------------------------------------------------
 
-  def policy_loss_given(self, log_probs, old_log_probs, advantages, entropy, mask):
-    loss = losses.ppo_loss(log_probs, old_log_probs, advantages, entropy, mask,
-                           self._epsilon, self._entropy_coeff)
-    return loss, losses.ppo_diagnostics(log_probs, old_log_probs, mask, self._epsilon)
+  def policy_advantages(self, nets, data, key):
+    """(`data` with each row's advantage under the value network, its slices.DrawTable),
+    at the start of every policy chunk."""
+    _, adv = self.row_advantages(nets['value'], data, key, 'mean')
+    data = data.replace(rows=dict(data.rows, advantage=adv))
+    return data, slices.draw_table(data, self.max_slice_length)
 
+  def draw_policy(self, data, key):
+    """Which rows a policy batch holds (`data` from policy_advantages)."""
+    data, table = data
+    return slices.draw(data, key, self.policy_batch_size, self.max_slice_length, table=table)
 
-@gin.configurable(denylist=['task', 'output_dir'])
-class AWR(ActorCriticTrainer):
-  """Advantage-weighted regression (Peng et al., 2019); off-policy: replays n_replay_epochs.
+  def policy_batch(self, nets, rows, key):
+    del nets, key
+    return batches.PolicyBatch(rows['observation'], rows['action'], rows['advantage'],
+                               rows['dist_inputs'], rows['mask'])
 
-  Args:
-    beta: temperature of the exponentiated advantages.
-    w_max: cap on the weights.
-    thresholds: optional ((percentile, weight, minimum), ...) step weights
-      instead of exp(A / beta).
-    **kwargs: ActorCriticTrainer's arguments.
-  """
+  def policy_loss(self, variables, batch, extra):
+    dist_inputs = self.policy_net.model.apply(variables, batch.observation)
+    return policy_loss(self.objective, self.dist, dist_inputs, batch, self.normalization, extra)
 
-  def __init__(self, task, beta=1.0, w_max=20.0, thresholds=None, **kwargs):
-    self._beta = beta
-    self._w_max = w_max
-    self._thresholds = tuple(tuple(t) for t in thresholds) if thresholds else None
-    super().__init__(task, **kwargs)
+  def policy_step(self, extra, nets, rows, key):
+    batch = self.policy_batch(nets, rows, key)
+    policy, step = self.policy_net.gradient_step(nets['policy'], self.policy_loss, batch, extra)
+    return {**nets, 'policy': policy}, {'policy': step}
 
-  def policy_loss_given(self, log_probs, old_log_probs, advantages, entropy, mask):
-    del old_log_probs, entropy
-    weights = losses.awr_weights(advantages, mask, self._beta, self._w_max, self._thresholds)
-    return losses.awr_loss(log_probs, weights, mask), losses.awr_weight_stats(weights, mask)
+  def policy_metrics(self, extra, nets, rows, key):
+    batch = self.policy_batch(nets, rows, key)
+    return {'policy': self.policy_loss(variables_of(nets['policy']), batch, extra)[1]}
+
+  def objective(self, terms, extra):
+    """The variant's (policy loss, extra metrics) of PolicyTerms."""
+    raise NotImplementedError(f'{type(self).__name__} gives no objective')

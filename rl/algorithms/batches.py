@@ -50,8 +50,3 @@ class ValueBatch(NamedTuple):
   action: jax.Array  # fed to Q networks; unused by V networks
   target: jax.Array
   mask: jax.Array
-
-
-def observation_and_action(batch):
-  """The inputs of a network that sees the action too (a Q network)."""
-  return batch.observation, batch.action

@@ -26,7 +26,6 @@ trainer's key (checkpointed, so the stream replays exactly after a resume),
 compute the targets of the first position from the target network (carried
 through the loop and synced there), and regress Q(s_t, a_t) on them.
 """
-import gin
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -34,11 +33,13 @@ import numpy as np
 from rl import compiler
 from rl.algorithms import batches
 from rl.algorithms import networks
+from rl.configurables import configurable
 from rl.data import slices
 from rl.errors import ConfigError
 from rl.learner.acting import Acting
 from rl.learner.checks import check_divisible
 from rl.learner.checks import check_whole_episodes
+from rl.learner.fused_epoch import fused_epoch
 from rl.learner.fused_epoch import variables_of
 from rl.learner.state import with_acting_statistics
 from rl.learner.trainer import RLTrainer
@@ -172,7 +173,6 @@ class ValueAgent(RLTrainer):
     self._exploration_rate = compiler.jit(self._exploration_schedule)
     self._dist = EpsilonGreedy(self._n_actions)
     self._init_estimator(task, kwargs)
-    self.build()
 
   def _init_estimator(self, task, kwargs):
     """The TD targets' estimator; DQN's (a ValueAgent has none of its own)."""
@@ -184,14 +184,12 @@ class ValueAgent(RLTrainer):
     if self._value_body is not None:
       # Passed only when set: an explicit None would hide a `Quality.body` binding.
       quality_kwargs['body'] = self._value_body
-    self._q_model = heads.Quality(**quality_kwargs)
-    self._value_trainer = networks.build_network(
-        self.task, self._q_model, self._value_optimizer, self._value_lr_schedule,
-        self.value_loss, self.draw_value_slices, self.value_batch, 'value_loss',
-        (networks.example_observation(self.task),),
-        seed_offset=1, after_step=self._sync_every)
-    return {'value': self._value_trainer}, Acting('value', self._dist,
-                                                  output_fn=lambda q: q * self._value_scale)
+    self.value_net = networks.build_network(
+        self.task, heads.Quality(**quality_kwargs), self._value_optimizer,
+        self._value_lr_schedule, 'value_loss', (networks.example_observation(self.task),),
+        seed_offset=1)
+    return {'value': self.value_net}, Acting('value', self._dist,
+                                             output_fn=lambda q: q * self._value_scale)
 
   def initial_extra(self, nets):
     # The held target network as the last epoch left it (it lags the online
@@ -218,7 +216,7 @@ class ValueAgent(RLTrainer):
 
   def _q_values(self, variables, obs):
     """Q-values in return units, [B, L, n_actions]."""
-    return self._q_model.apply(variables, obs) * self._value_scale
+    return self.value_net.model.apply(variables, obs) * self._value_scale
 
   def targets(self, target_variables, online_variables, fields):
     """Targets [B, 1] (return units) of the first position of each slice (pure)."""
@@ -238,16 +236,17 @@ class ValueAgent(RLTrainer):
     return slices.draw(data, key, self._value_batch_size, self._max_slice_length,
                        margin=self._margin, table=table)
 
-  def value_batch(self, data, fields, key, target, variables):
-    """The ValueBatch of the slices' `fields`: first steps and their TD targets (pure)."""
-    del data, key
-    targets = self.targets(target, variables, fields)
-    return batches.ValueBatch(fields['observation'][:, :1],
-                              fields['action'][:, :1].astype(jnp.int32),
-                              targets / self._value_scale, fields['mask'][:, :1])
+  def value_batch(self, target, online, rows):
+    """The ValueBatch of the slices' rows: first steps and their TD targets from the
+    `target` and `online` variables (pure)."""
+    targets = self.targets(target, online, rows)
+    return batches.ValueBatch(rows['observation'][:, :1],
+                              rows['action'][:, :1].astype(jnp.int32),
+                              targets / self._value_scale, rows['mask'][:, :1])
 
-  def value_loss(self, q_values, batch):
-    """(loss, metrics) of the Q-network's outputs on a ValueBatch."""
+  def value_loss(self, variables, batch):
+    """(loss, metrics) of the Q-network with `variables` on a ValueBatch."""
+    q_values = self.value_net.model.apply(variables, batch.observation)
     loss = self.td_loss(q_values, batch)
     scale = self._value_scale
     return loss, {
@@ -261,11 +260,26 @@ class ValueAgent(RLTrainer):
 
   # -- the epoch ------------------------------------------------------------------------
 
-  def _sync_every(self, target, variables, step):
+  def synced(self, target, variables, step):
     """The target network after online step `step`: synced at multiples of sync_freq."""
     synced = step % self._sync_freq == 0
     return jax.tree_util.tree_map(lambda new, old: jnp.where(synced, new, old),
                                   variables, target)
+
+  def value_step(self, carry, rows, key):
+    """A gradient step of the Q network on its TD targets, then the target's sync (pure)."""
+    del key
+    nets, target = carry
+    batch = self.value_batch(target, variables_of(nets['value']), rows)
+    value, stepped = self.value_net.gradient_step(nets['value'], self.value_loss, batch)
+    target = self.synced(target, variables_of(value), value['step'])
+    return ({**nets, 'value': value}, target), {'value': stepped}
+
+  def value_metrics(self, carry, rows, key):
+    del key
+    nets, target = carry
+    online = variables_of(nets['value'])
+    return {'value': self.value_loss(online, self.value_batch(target, online, rows))[1]}
 
   def value_data(self, data=None):
     """What the value network's epoch draws from: (the replay's SliceData, its draw_table).
@@ -288,15 +302,19 @@ class ValueAgent(RLTrainer):
     # fresh copy of the online network), which syncs whenever the global step
     # count reaches a multiple of sync_freq.
     start = state.extra['target'] if self._held_target else variables_of(state.nets['value'])
-    state, result, target = self.fit(
-        state, 'value', self.value_data(data['value']), self._value_train_steps,
-        self._value_evals, self._value_eval_steps, carry=start)
+    (nets, target), key, records = fused_epoch(
+        self.value_step, (state.nets, start), self.value_data(data['value']), state.train_key,
+        draw=self.draw_value_slices, take=networks.take_slices, evaluate=self.value_metrics,
+        n_chunks=self._value_evals, steps_per_chunk=self._value_train_steps // self._value_evals,
+        n_eval_steps=self._value_eval_steps, batch_sharding=self.value_net.batch_sharding)
+    state = state._replace(nets=nets, train_key=key)
     if self._held_target:
       state = state._replace(extra=dict(state.extra, target=target))
+    result = self.value_net.result(records['value'], nets['value'])
     return state, {'value': result}, {'exploration_rate': self._exploration_schedule(data['epoch'])}
 
 
-@gin.configurable(denylist=['task', 'output_dir'])
+@configurable(denylist=['task', 'output_dir'])
 class DQN(ValueAgent):
   """Deep Q-learning on n-step TD targets from the target network.
 
@@ -350,9 +368,11 @@ class DQN(ValueAgent):
     return q_regression_loss(q_values, batch.action, batch.target, batch.mask, self._smooth)
 
 
-@gin.configurable(denylist=['task', 'output_dir'])
+@configurable(denylist=['task', 'output_dir'])
 class DoubleDQN(DQN):
   """DQN whose targets use the online network's greedy action (van Hasselt et al.)."""
+
+  fixed_parameters = ('double_dqn',)
 
   def __init__(self, task, **kwargs):
     kwargs['double_dqn'] = True

@@ -20,14 +20,16 @@ pixels).
 PPOJoint, A2CJoint and AWRJoint share their policy terms with the
 separate-network trainers (rl.ops.losses).
 """
-import gin
 import jax
 import jax.numpy as jnp
 
 from rl.algorithms import batches
 from rl.algorithms import networks
+from rl.algorithms.ppo import ppo_diagnostics
+from rl.algorithms.ppo import ppo_loss
 from rl.algorithms.row_advantages import row_values
 from rl.algorithms.row_advantages import windowed_advantages
+from rl.configurables import configurable
 from rl.data import slices
 from rl.data.trajectories import Batch
 from rl.learner.acting import Acting
@@ -35,6 +37,7 @@ from rl.learner.checks import check_divisible
 from rl.learner.checks import check_estimator_margin
 from rl.learner.checks import check_on_policy
 from rl.learner.checks import check_whole_episodes
+from rl.learner.fused_epoch import fused_epoch
 from rl.learner.fused_epoch import variables_of
 from rl.learner.state import with_acting_statistics
 from rl.learner.trainer import RLTrainer
@@ -112,78 +115,70 @@ class ActorCriticJointTrainer(RLTrainer):
     self._train_steps = train_steps_per_epoch
     self._evals = supervised_evals_per_epoch
     self._eval_steps = supervised_eval_steps
-    self._max_slice_length = max_slice_length
-    self._margin = int(added_policy_slice_length)
+    self.max_slice_length = max_slice_length
+    self.margin = int(added_policy_slice_length)
     self._normalize = normalize_advantages
     self._value_loss_coeff = value_loss_coeff
     self._value_scale = 1.0 / (1.0 - task.gamma) if scale_value_targets else 1.0
-    self._estimator = advantage_estimator(gamma=task.gamma, margin=self._margin)
+    self._estimator = advantage_estimator(gamma=task.gamma, margin=self.margin)
     self._dist = networks.policy_distribution(task, type(self).__name__)
-    self._per_chunk = bool(advantages_per_chunk)
-    self.build()
+    self.per_chunk = bool(advantages_per_chunk)
 
 
   def build_networks(self):
-    model = self._joint_model_factory(policy_distribution=self._dist)
-    self._joint_model = model
-    # Per chunk, the carry is the network as the chunk starts: its values
-    # give the chunk's advantages, and it moves on after every chunk.
-    per_chunk = dict(prepare_fn=self.prepare_joint_data,
-                     after_chunk=lambda carry, variables: variables) if self._per_chunk else {}
-    self._trainer = networks.build_network(
-        self.task, model, self._optimizer, self._lr_schedule, self.joint_loss,
-        self.draw_joint_slices, self.joint_batch, 'joint_loss',
-        (networks.example_observation(self.task),), **per_chunk)
-    return {'joint': self._trainer}, Acting('joint', self._dist, output_fn=lambda out: out[0])
+    self.joint_net = networks.build_network(
+        self.task, self._joint_model_factory(policy_distribution=self._dist), self._optimizer,
+        self._lr_schedule, 'joint_loss', (networks.example_observation(self.task),))
+    return {'joint': self.joint_net}, Acting('joint', self._dist, output_fn=lambda out: out[0])
 
   # -- batches and the loss -----------------------------------------------------------
 
-  def prepare_joint_data(self, data, key, variables):
-    """(`data` with every row's advantage and value target under `variables`, the
-    table its batches are drawn from), once per chunk."""
+  def joint_advantages(self, nets, data, key):
+    """(`data` with every row's advantage and value target under the joint network as the
+    chunk starts, the table its batches are drawn from), once per chunk."""
     scale = self._value_scale
+    joint = nets['joint']
 
     def state_values(obs, dist_inputs, k):
       del dist_inputs, k
-      return self._joint_model.apply(variables, obs)[1][..., 0] * scale
+      return self.joint_net.apply(joint, obs)[1][..., 0] * scale
     values = row_values(data, self.task.observation_space, key, state_values)
-    adv = windowed_advantages(data, values, self._estimator, self._margin)
+    adv = windowed_advantages(data, values, self._estimator, self.margin)
     data = data.replace(rows=dict(data.rows, advantage=adv, value_target=values + adv))
     # The draw table is the same for every batch of the chunk: made here once
     # rather than inside each gradient step.
-    return data, slices.draw_table(data, self._max_slice_length)
+    return data, slices.draw_table(data, self.max_slice_length)
 
-  def draw_joint_slices(self, data, key):
+  def draw_joint(self, data, key):
     """Which rows a batch holds: slices of max_slice_length trained steps plus the margin,
     or per chunk the trained steps alone. `data` is (the SliceData, its slices.DrawTable)."""
     data, table = data
-    if self._per_chunk:
-      return slices.draw(data, key, self._batch_size, self._max_slice_length, table=table)
-    return slices.draw(data, key, self._batch_size, self._max_slice_length + self._margin,
-                       margin=self._margin, table=table)
+    if self.per_chunk:
+      return slices.draw(data, key, self._batch_size, self.max_slice_length, table=table)
+    return slices.draw(data, key, self._batch_size, self.max_slice_length + self.margin,
+                       margin=self.margin, table=table)
 
-  def joint_batch(self, data, fields, key, carry, variables):
-    """A task Batch [B, L + margin] of the slices' fields; per chunk, a JointBatch [B, L]
+  def joint_batch(self, rows):
+    """A task Batch [B, L + margin] of the slices' rows; per chunk, a JointBatch [B, L]
     of the trained steps with their advantages."""
-    del data, key, carry, variables
-    if self._per_chunk:
-      return batches.JointBatch(fields['observation'], fields['action'], fields['advantage'],
-                                fields['value_target'], fields['dist_inputs'], fields['mask'])
-    return Batch(**fields)
+    if self.per_chunk:
+      return batches.JointBatch(rows['observation'], rows['action'], rows['advantage'],
+                                rows['value_target'], rows['dist_inputs'], rows['mask'])
+    return Batch(**rows)
 
   def _terms(self, outputs, batch):
     """Everything the loss and its metrics need, on the trained positions [B, L]."""
     dist_inputs, values = outputs
     values = values[..., 0] * self._value_scale
-    length = self._max_slice_length
-    if self._per_chunk:
+    length = self.max_slice_length
+    if self.per_chunk:
       adv = batch.advantage
     else:
       adv = self._estimator(batch.reward, batch.return_, jax.lax.stop_gradient(values),
                             batch.done, batch.mask)
     real = batch.mask[:, :length]
     values = values[:, :length]
-    targets = (batch.value_target if self._per_chunk
+    targets = (batch.value_target if self.per_chunk
                else jax.lax.stop_gradient(values) + adv)
     dist_inputs = dist_inputs[:, :length]
     actions = batch.action[:, :length]
@@ -203,9 +198,9 @@ class ActorCriticJointTrainer(RLTrainer):
     """The algorithm's policy part of the joint loss and its extra metrics."""
     raise NotImplementedError
 
-  def joint_loss(self, outputs, batch):
+  def joint_loss(self, variables, batch):
     """(loss, metrics) of the joint network's (dist_inputs, values) on a Batch."""
-    t = self._terms(outputs, batch)
+    t = self._terms(self.joint_net.model.apply(variables, batch.observation), batch)
     mask = t['mask']
     scale = self._value_scale
     value_loss = self._value_loss_coeff * losses.value_loss(
@@ -236,18 +231,29 @@ class ActorCriticJointTrainer(RLTrainer):
   def update(self, state, data):
     state = with_acting_statistics(state, 'joint')
     data = data['joint']
-    if self._per_chunk:
-      carry = variables_of(state.nets['joint'])  # prepare_joint_data makes the draw table
-    else:
-      carry = None
-      window = self._max_slice_length + self._margin
-      data = (data, slices.draw_table(data, window, self._margin))
-    state, result, _ = self.fit(state, 'joint', data, self._train_steps, self._evals,
-                                self._eval_steps, carry=carry)
-    return state, {'joint': result}, {}
+    if not self.per_chunk:
+      window = self.max_slice_length + self.margin
+      data = (data, slices.draw_table(data, window, self.margin))
+
+    def step(nets, rows, key):
+      del key
+      joint, stepped = self.joint_net.gradient_step(nets['joint'], self.joint_loss, self.joint_batch(rows))
+      return {**nets, 'joint': joint}, {'joint': stepped}
+
+    def metrics(nets, rows, key):
+      del key
+      return {'joint': self.joint_loss(variables_of(nets['joint']), self.joint_batch(rows))[1]}
+
+    nets, key, records = fused_epoch(
+        step, state.nets, data, state.train_key, draw=self.draw_joint, take=networks.take_slices,
+        prepare=self.joint_advantages if self.per_chunk else None, evaluate=metrics,
+        n_chunks=self._evals, steps_per_chunk=self._train_steps // self._evals,
+        n_eval_steps=self._eval_steps, batch_sharding=self.joint_net.batch_sharding)
+    result = self.joint_net.result(records['joint'], nets['joint'])
+    return state._replace(nets=nets, train_key=key), {'joint': result}, {}
 
 
-@gin.configurable(denylist=['task', 'output_dir'])
+@configurable(denylist=['task', 'output_dir'])
 class PPOJoint(ActorCriticJointTrainer):
   """PPO-clip on a joint policy-and-value network.
 
@@ -266,14 +272,14 @@ class PPOJoint(ActorCriticJointTrainer):
     super().__init__(task, value_loss_coeff=value_loss_coeff, **kwargs)
 
   def policy_loss_given(self, t):
-    loss = losses.ppo_loss(t['log_probs'], t['old_log_probs'], t['normalized'], t['entropy'],
+    loss = ppo_loss(t['log_probs'], t['old_log_probs'], t['normalized'], t['entropy'],
                            t['mask'], self._epsilon, self._entropy_coeff)
     return loss, {
         'entropy_loss': self._entropy_coeff * losses.masked_mean(t['entropy'], t['mask']),
-        **losses.ppo_diagnostics(t['log_probs'], t['old_log_probs'], t['mask'], self._epsilon)}
+        **ppo_diagnostics(t['log_probs'], t['old_log_probs'], t['mask'], self._epsilon)}
 
 
-@gin.configurable(denylist=['task', 'output_dir'])
+@configurable(denylist=['task', 'output_dir'])
 class A2CJoint(ActorCriticJointTrainer):
   """Advantage actor-critic on a joint policy-and-value network.
 
@@ -296,7 +302,7 @@ class A2CJoint(ActorCriticJointTrainer):
         'entropy_loss': self._entropy_coeff * losses.masked_mean(t['entropy'], t['mask'])}
 
 
-@gin.configurable(denylist=['task', 'output_dir'])
+@configurable(denylist=['task', 'output_dir'])
 class AWRJoint(ActorCriticJointTrainer):
   """Advantage-weighted regression on a joint network (off-policy: replays epochs).
 

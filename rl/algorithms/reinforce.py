@@ -5,14 +5,20 @@ with a loss its subclass gives (`policy_batch`, `policy_loss`): the place to
 start a new policy-gradient variant. PolicyGradientTrainer is REINFORCE: the
 log-likelihood of the taken actions weighted by their normalised returns.
 """
-import gin
 
+from rl.algorithms import networks
 from rl.algorithms.batches import ReturnsBatch
-from rl.algorithms.policy_network import PolicyNetwork
+from rl.configurables import configurable
+from rl.data import slices
 from rl.learner.acting import Acting
 from rl.learner.checks import check_backend
+from rl.learner.checks import check_divisible
 from rl.learner.checks import check_whole_episodes
+from rl.learner.fused_epoch import fused_epoch
+from rl.learner.fused_epoch import variables_of
+from rl.learner.state import with_acting_statistics
 from rl.learner.trainer import RLTrainer
+from rl.nets import heads
 from rl.ops import losses
 
 
@@ -46,22 +52,30 @@ class PolicyTrainer(RLTrainer):
                policy_batch_size=64, policy_train_steps_per_epoch=500,
                policy_evals_per_epoch=1, policy_eval_steps=0, max_slice_length=1, **kwargs):
     super().__init__(task, **kwargs)
-    self.policy = PolicyNetwork(task, type(self).__name__, policy_model, policy_optimizer,
-                                policy_lr_schedule, policy_batch_size,
-                                policy_train_steps_per_epoch, policy_evals_per_epoch,
-                                policy_eval_steps, max_slice_length)
-    self.build()
+    check_divisible(policy_train_steps_per_epoch, policy_evals_per_epoch,
+                    'policy_train_steps_per_epoch', 'policy_evals_per_epoch')
+    self.dist = networks.policy_distribution(task, type(self).__name__)
+    self.batch_size = policy_batch_size
+    self.train_steps = policy_train_steps_per_epoch
+    self.evals = policy_evals_per_epoch
+    self.eval_steps = policy_eval_steps
+    self.max_slice_length = max_slice_length
+    self._model = policy_model or heads.Policy
+    self._optimizer = (policy_optimizer, policy_lr_schedule)
+    self.policy_net = None
 
   def build_networks(self):
-    network = self.policy.build(self.policy_loss, self.policy_batch)
-    return {'policy': network}, Acting('policy', self.policy.dist)
+    self.policy_net = networks.build_network(
+        self.task, self._model(policy_distribution=self.dist), *self._optimizer, 'policy_loss',
+        (networks.example_observation(self.task),))
+    return {'policy': self.policy_net}, Acting('policy', self.dist)
 
-  def policy_batch(self, data, fields, key, carry, variables):
-    """One policy batch from its slices' `fields` (pure)."""
+  def policy_batch(self, rows):
+    """One policy batch from its slices' rows (pure)."""
     raise NotImplementedError(f'{type(self).__name__} gives no policy_batch')
 
-  def policy_loss(self, dist_inputs, batch):
-    """(loss, metrics) of the policy's dist_inputs on a policy batch (pure)."""
+  def policy_loss(self, variables, batch):
+    """(loss, metrics) of the policy with `variables` on a policy batch (pure)."""
     raise NotImplementedError(f'{type(self).__name__} gives no policy_loss')
 
   def epoch_data(self, epoch):
@@ -69,11 +83,36 @@ class PolicyTrainer(RLTrainer):
     return {'policy': self.task.slice_data([-1])}
 
   def update(self, state, data):
-    state, result = self.policy.train(self.fit, state, data['policy'])
-    return state, {'policy': result}, {}
+    state = with_acting_statistics(state, 'policy')
+
+    def draw_table(nets, data, key):
+      del nets, key
+      return data, slices.draw_table(data, self.max_slice_length)
+
+    def draw(data, key):
+      data, table = data
+      return slices.draw(data, key, self.batch_size, self.max_slice_length, table=table)
+
+    def step(nets, rows, key):
+      del key
+      policy, stepped = self.policy_net.gradient_step(nets['policy'], self.policy_loss,
+                                             self.policy_batch(rows))
+      return {**nets, 'policy': policy}, {'policy': stepped}
+
+    def metrics(nets, rows, key):
+      del key
+      return {'policy': self.policy_loss(variables_of(nets['policy']), self.policy_batch(rows))[1]}
+
+    nets, key, records = fused_epoch(
+        step, state.nets, data['policy'], state.train_key, draw=draw, take=networks.take_slices,
+        prepare=draw_table, evaluate=metrics, n_chunks=self.evals,
+        steps_per_chunk=self.train_steps // self.evals, n_eval_steps=self.eval_steps,
+        batch_sharding=self.policy_net.batch_sharding)
+    result = self.policy_net.result(records['policy'], nets['policy'])
+    return state._replace(nets=nets, train_key=key), {'policy': result}, {}
 
 
-@gin.configurable(denylist=['task', 'output_dir'])
+@configurable(denylist=['task', 'output_dir'])
 class PolicyGradientTrainer(PolicyTrainer):
   """REINFORCE: trains the policy on -log pi(a|s) weighted by normalised returns.
 
@@ -95,6 +134,10 @@ class PolicyGradientTrainer(PolicyTrainer):
       collect_per_epoch).
   """
 
+  # Its own names for PolicyTrainer's policy_* parameters.
+  fixed_parameters = ('policy_model', 'policy_optimizer', 'policy_lr_schedule',
+                      'policy_batch_size', 'policy_train_steps_per_epoch')
+
   def __init__(self, task, model=None, optimizer=None, lr_schedule=None, batch_size=64,
                train_steps_per_epoch=500, n_trajectories_per_epoch=None,
                max_slice_length=1, **kwargs):
@@ -110,15 +153,14 @@ class PolicyGradientTrainer(PolicyTrainer):
   def epoch_data(self, epoch):
     del epoch
     return {'policy': self.task.slice_data(
-        [-1], whole_trajectories=self.policy.max_slice_length is None)}
+        [-1], whole_trajectories=self.max_slice_length is None)}
 
-  def policy_batch(self, data, fields, key, carry, variables):
-    del data, key, carry, variables
-    return ReturnsBatch(fields['observation'], fields['action'], fields['return_'],
-                        fields['mask'])
+  def policy_batch(self, rows):
+    return ReturnsBatch(rows['observation'], rows['action'], rows['return_'], rows['mask'])
 
-  def policy_loss(self, dist_inputs, batch):
-    dist = self.policy.dist
+  def policy_loss(self, variables, batch):
+    dist = self.dist
+    dist_inputs = self.policy_net.model.apply(variables, batch.observation)
     log_probs = dist.log_prob(dist_inputs, batch.action)
     loss = losses.reinforce_loss(log_probs, batch.return_, batch.mask)
     return loss, {'policy_loss': loss,

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, Optional, Protocol
 
 import gin
 
+from rl.configurables import configurable
 from rl.envs import gymnax_envs as jax_envs
 from rl.envs.gym_task import GymTask
 from rl.envs.jax_task import JaxTask
@@ -126,7 +127,7 @@ _NOT_ON_JAX_ENVS = (('max_steps', None), ('initial_trajectories', 0),
                     ('normalize_rewards', False), ('context_length', None))
 
 
-@gin.configurable('RLTask')
+@configurable('RLTask')
 # pylint: disable-next=invalid-name
 def RLTask(env=gin.REQUIRED, env_kwargs=None, n_envs=8, gamma=0.99, max_steps=None,
            time_limit=None, initial_trajectories=0, num_stacked_frames=1,

@@ -26,11 +26,11 @@ them with the checkpoint for an exact resume.
 import collections
 import inspect
 
-import gin
 import gymnasium as gym
 import numpy as np
 from gymnasium.envs.registration import load_env_creator
 
+from rl.configurables import configurable
 from rl.envs.episode_context import EpisodeContext
 from rl.errors import ConfigError
 
@@ -45,7 +45,7 @@ AtariOptions = collections.namedtuple(
      'repeat_action_probability'], defaults=(0.0,))
 
 
-@gin.configurable
+@configurable
 def atari_preprocessing(noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=False,
                         clip_rewards=True):
   """The Atari preprocessing that `RLTask.atari_preprocessing = True` switches on.

@@ -80,7 +80,7 @@ class Actor:
 
   def __init__(self, network, acting):
     self.dist = acting.dist
-    self.pure = functools.partial(act, network.spec.apply_fn, acting.dist, acting.output_fn)
+    self.pure = functools.partial(act, network.model.apply, acting.dist, acting.output_fn)
     self._jitted = compiler.jit(self.pure, static_argnames=('temperature', 'update'))
     # The collect loop's call, with its static arguments bound once: dispatch
     # then skips hashing keyword arguments on every env step.

@@ -1,34 +1,31 @@
-"""One network's training epoch as one pure, jittable function (`fused_epoch`).
+"""An epoch's gradient steps as one pure, jittable function (`fused_epoch`), and one step.
 
-A `lax.scan` over the epoch's gradient steps (in `n_chunks` chunks, with the
-metrics evaluated after each), where each step draws its batch on the device
-from the epoch's data and a key: the host hands the data over once and reads
-the results back once per epoch.
+The learner's part of every algorithm's update: a `lax.scan` over the
+epoch's gradient steps, in `n_chunks` chunks, where each step draws its batch
+on the device from the epoch's data and a key of its own. The algorithm's
+part is the step itself, `step(carry, rows, key) -> (carry, {network:
+NetworkStep})`, written as plain code: it makes its batch from the drawn
+rows and takes the gradient steps of whichever networks it trains, in the
+order it writes them (`gradient_step`), all on the same batch.
 
-Contract:
-  * `loss_fn(model_output, batch) -> (loss, metrics)`: the scalar loss and a
-    dict of scalar metrics, computed in the same pass (the auxiliary output of
-    the gradient), averaged over the chunk's steps. With `n_eval_steps` > 0
-    they are instead evaluated after each chunk on that many fresh batches.
-  * Batches are made on the device by a DeviceBatches: every step draws which
-    rows its batch holds with a key of its own (`draw(data, key)`), the rows
-    are gathered (`take`) and the batch made from them (`make(data, rows, key,
-    carry, variables)`, with the caller's `carry`, e.g. target-network
-    variables, and the variables being trained).
-  * `prepare_fn(data, key, carry) -> data` runs at the start of every chunk:
-    per-row work that would otherwise be repeated for every batch.
-  * `after_step(carry, variables, step) -> carry` runs after every update
-    (e.g. a target sync every N steps), `after_chunk(carry, variables) -> carry`
-    after every chunk.
-  * The state is a plain pytree {'params', 'model_state', 'opt_state', 'step'}.
+  * `carry` is the algorithm's pytree of what the steps change, most often
+    {network name: its state}, where a network's state is {'params',
+    'model_state', 'opt_state', 'step'}.
+  * `draw(data, key)` picks a batch's rows (e.g. rl.data.slices.draw) and
+    `take(data, drawn)` gathers them, for any leading axes of `drawn`.
+  * `prepare(carry, data, key) -> data` runs at the start of every chunk:
+    per-row work under the networks as the chunk starts (advantages, value
+    targets), done once rather than for every batch.
+  * `evaluate(carry, rows, key) -> {network: metrics}`, with `n_eval_steps`
+    > 0, evaluates the metrics after each chunk on that many fresh batches
+    instead of taking those of the chunk's own steps.
 """
 import functools
-from typing import Any, Callable, NamedTuple, Optional
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
-
 
 # A chunk's batches are gathered ahead, all steps at once, when their rows
 # take at most this many bytes (CartPole's DQN epoch: 1.3 MB); above it (MinAtar
@@ -39,33 +36,22 @@ import optax
 GATHER_AHEAD_BYTES = 4 * 2**20
 
 
-class DeviceBatches(NamedTuple):
-  """How every step's batch is made on the device from the epoch's data (pure functions)."""
-  draw: Callable  # (data, key) -> which rows the batch holds (e.g. rl.data.slices.draw)
-  take: Callable  # (data, drawn) -> those rows, for any leading axes of `drawn`
-  make: Callable  # (data, taken rows, key, carry, variables) -> the batch
+class NetworkStep(NamedTuple):
+  """One network's numbers of one gradient step."""
+  loss: jax.Array  # before the update
+  gradients_l2: jax.Array  # global norm of the gradient
+  metrics: dict  # name -> scalar, the loss's auxiliary output
 
 
-class EpochSpec(NamedTuple):
-  """What a fused epoch is made of; frozen into the compiled function."""
-  apply_fn: Callable  # (variables, *inputs) -> model output
-  loss_fn: Callable  # (model output, batch) -> (loss, metrics)
-  tx: Any  # the optax transformation
-  lr_schedule: Callable  # step -> learning rate (reported, evaluated on the device)
-  inputs_fn: Callable  # batch -> model inputs tuple
-  batches: DeviceBatches  # how every step's batch is made on the device
-  prepare_fn: Optional[Callable]  # (data, key, carry) -> data, at the start of every chunk
-  after_step: Optional[Callable]  # (carry, variables, step) -> carry
-  after_chunk: Optional[Callable]  # (carry, variables) -> carry
-  batch_sharding: Any  # NamedSharding of a batch, or None on one device
+class StepRecord(NamedTuple):
+  """One network's numbers of a whole fused epoch."""
+  losses: jax.Array  # [n_steps]
+  gradients_l2: jax.Array  # [n_steps]
+  metrics: dict  # the last chunk's: the mean over its steps, or over its eval batches
 
 
 class EpochResult(NamedTuple):
-  """What one fused call returns (all on the device until read).
-
-  Summaries rather than every step's numbers, so the host reads a few scalars
-  per network after the compiled call.
-  """
+  """A network's summary of an epoch, what the host reads (all on the device until read)."""
   n_steps: jax.Array  # int32: the gradient steps taken
   loss: jax.Array  # mean training loss over the steps (each before its update)
   gradients_l2: jax.Array  # mean global gradient norm over the steps
@@ -75,6 +61,38 @@ class EpochResult(NamedTuple):
   learning_rate: jax.Array  # of the last step taken
   step: jax.Array  # optimizer steps after the epoch
   weights_l2: jax.Array  # global norm of the final weights (checked to be finite)
+
+
+def variables_of(net):
+  """What `model.apply` takes, from a network's state."""
+  return {'params': net['params'], **net['model_state']}
+
+
+def gradient_step(tx, net, loss_fn, *args):
+  """One optimizer step of the network whose state is `net`: (net, NetworkStep); pure.
+
+  loss_fn(variables, *args) -> (loss, metrics) is differentiated with respect
+  to the network's parameters; `tx` is its optax transformation.
+  """
+  def loss(params):
+    return loss_fn({'params': params, **net['model_state']}, *args)
+  (value, metrics), grads = jax.value_and_grad(loss, has_aux=True)(net['params'])
+  updates, opt_state = tx.update(grads, net['opt_state'], net['params'])
+  params = optax.apply_updates(net['params'], updates)
+  net = dict(net, params=params, opt_state=opt_state, step=net['step'] + 1)
+  return net, NetworkStep(value, optax.tree.norm(grads), metrics)
+
+
+def weights_norm(params):
+  """The global L2 norm of `params`, as one reduction over all of them joined.
+
+  Only ever checked for being finite, so one reduction over the joined leaves
+  serves instead of one per leaf.
+  """
+  leaves = [jnp.ravel(leaf).astype(jnp.float32) for leaf in jax.tree_util.tree_leaves(params)]
+  if not leaves:
+    return jnp.zeros((), jnp.float32)
+  return jnp.sqrt(jnp.sum(jnp.square(jnp.concatenate(leaves))))
 
 
 def summarize(losses, norms, metrics, learning_rate, step, weights_l2):
@@ -91,59 +109,34 @@ def summarize(losses, norms, metrics, learning_rate, step, weights_l2):
                      metrics, learning_rate, step, weights_l2)
 
 
-def weights_norm(params):
-  """The global L2 norm of `params`, as one reduction over all of them joined.
-
-  Only ever checked for being finite, so one reduction over the joined leaves
-  serves instead of one per leaf.
-  """
-  leaves = [jnp.ravel(leaf).astype(jnp.float32) for leaf in jax.tree_util.tree_leaves(params)]
-  if not leaves:
-    return jnp.zeros((), jnp.float32)
-  return jnp.sqrt(jnp.sum(jnp.square(jnp.concatenate(leaves))))
+def epoch_result(record, net, lr_schedule):
+  """The EpochResult of a network's StepRecord, given its state after the epoch."""
+  learning_rate = jnp.asarray(lr_schedule(jnp.maximum(net['step'] - 1, 0)), jnp.float32)
+  return summarize(record.losses, record.gradients_l2, record.metrics, learning_rate,
+                   net['step'], weights_norm(net['params']))
 
 
-def variables_of(state):
-  """What `model.apply` takes, from a network's training state."""
-  return {'params': state['params'], **state['model_state']}
-
-
-def fused_epoch(spec, state, data, key, carry, *, n_chunks, steps_per_chunk, n_eval_steps):
-  """n_chunks x steps_per_chunk updates of `state`, then the metrics; pure.
+def fused_epoch(step, carry, data, key, *, draw, take, n_chunks, steps_per_chunk,
+                prepare=None, evaluate=None, n_eval_steps=0, batch_sharding=None):
+  """n_chunks x steps_per_chunk steps of `step` from `carry`, with the metrics; pure.
 
   Args:
-    spec: the EpochSpec (static).
-    state: {'params', 'model_state', 'opt_state', 'step'}.
-    data: the epoch's data for `spec.batches`.
-    key: the PRNG key the batches are drawn with.
-    carry: the caller's pytree threaded through batches.make / after_step /
-      after_chunk.
+    step, carry, draw, take, prepare, evaluate: see the module doc.
+    data: the epoch's data, handed to `prepare` and then `draw` and `take`.
+    key: the PRNG key of the batches (and of `prepare`).
     n_chunks, steps_per_chunk, n_eval_steps: the epoch's shape (static).
+    batch_sharding: a NamedSharding of a batch's rows across devices, or None.
 
   Returns:
-    (state, key, carry, EpochResult).
+    (carry, key, {network: StepRecord}).
   """
-  def constrain(batch):
-    if spec.batch_sharding is None:
-      return batch
-    return jax.lax.with_sharding_constraint(batch, spec.batch_sharding)
-
-  def draw_steps(data, key, n):
-    """n steps' batch keys and draws, in a loop of their own: (key, (keys, drawn))."""
-    def one(key, _):
-      key, batch_key = jax.random.split(key)
-      return key, (batch_key, spec.batches.draw(data, batch_key))
-    return jax.lax.scan(one, key, None, length=n)
-
-  def make_batch(data, given, carry, variables, taken):
-    """A step's batch from (batch key, its rows or its draw)."""
-    batch_key, rows = given
-    if not taken:
-      rows = spec.batches.take(data, rows)
-    return constrain(spec.batches.make(data, rows, batch_key, carry, variables))
+  def constrain(rows):
+    if batch_sharding is None:
+      return rows
+    return jax.lax.with_sharding_constraint(rows, batch_sharding)
 
   def steps_given(data, key, n):
-    """(key, the n steps' inputs, whether their rows are gathered already).
+    """(key, the n steps' (batch key, rows or draw), whether the rows are gathered already).
 
     Every step's slices are drawn first, in a loop of their own, and their
     rows gathered for all steps at once when that fits in
@@ -151,77 +144,52 @@ def fused_epoch(spec, state, data, key, carry, *, n_chunks, steps_per_chunk, n_e
     step, while the batches stay what each step drawing its own would give
     (the same keys, in the same order).
     """
-    key, (batch_keys, drawn) = draw_steps(data, key, n)
-    rows = jax.eval_shape(spec.batches.take, data, drawn)
+    def one(key, _):
+      key, batch_key = jax.random.split(key)
+      return key, (batch_key, draw(data, batch_key))
+    key, (batch_keys, drawn) = jax.lax.scan(one, key, None, length=n)
+    rows = jax.eval_shape(take, data, drawn)
     size = sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(rows))
     if size <= GATHER_AHEAD_BYTES:
-      return key, (batch_keys, spec.batches.take(data, drawn)), True
+      return key, (batch_keys, take(data, drawn)), True
     return key, (batch_keys, drawn), False
 
-  def loss(params, model_state, batch):
-    output = spec.apply_fn({'params': params, **model_state}, *spec.inputs_fn(batch))
-    return spec.loss_fn(output, batch)
+  def rows_of(data, given, taken):
+    batch_key, rows = given
+    return constrain(rows if taken else take(data, rows)), batch_key
 
-  def train_step(data, taken, loop, given):
-    state, carry = loop
-    batch = make_batch(data, given, carry, variables_of(state), taken)
-    (value, metrics), grads = jax.value_and_grad(loss, has_aux=True)(
-        state['params'], state['model_state'], batch)
-    updates, opt_state = spec.tx.update(grads, state['opt_state'], state['params'])
-    params = optax.apply_updates(state['params'], updates)
-    state = dict(state, params=params, opt_state=opt_state, step=state['step'] + 1)
-    if spec.after_step is not None:
-      carry = spec.after_step(carry, variables_of(state), state['step'])
-    return (state, carry), (value, optax.tree.norm(grads), metrics)
+  def train_step(data, taken, carry, given):
+    return step(carry, *rows_of(data, given, taken))
 
   def chunk(loop, _):
-    state, key, carry = loop
+    carry, key = loop
     chunk_data = data
-    if spec.prepare_fn is not None:
+    if prepare is not None:
       key, prepare_key = jax.random.split(key)
-      chunk_data = spec.prepare_fn(data, prepare_key, carry)
+      chunk_data = prepare(carry, data, prepare_key)
     key, train_given, taken = steps_given(chunk_data, key, steps_per_chunk)
-    (state, carry), (values, norms, metrics) = jax.lax.scan(
-        functools.partial(train_step, chunk_data, taken), (state, carry),
-        train_given, length=steps_per_chunk)
+    carry, stepped = jax.lax.scan(functools.partial(train_step, chunk_data, taken), carry,
+                                  train_given, length=steps_per_chunk)
     # The metrics of the chunk's own batches, from the gradient pass...
-    metrics = (jax.tree_util.tree_map(lambda m: jnp.mean(m, axis=0), metrics)
-               if steps_per_chunk else {})
+    metrics = {name: (jax.tree_util.tree_map(lambda m: jnp.mean(m, axis=0), s.metrics)
+                      if steps_per_chunk else {}) for name, s in stepped.items()}
     if n_eval_steps:
       # ...or, when asked for, of fresh batches under the chunk's final weights.
       key, eval_given, taken = steps_given(chunk_data, key, n_eval_steps)
-      variables = variables_of(state)
-      metrics = jax.lax.map(
-          lambda given: loss(state['params'], state['model_state'],
-                             make_batch(chunk_data, given, carry, variables, taken))[1],
-          eval_given)
-      metrics = jax.tree_util.tree_map(lambda m: jnp.mean(m, axis=0), metrics)
-    if spec.after_chunk is not None:
-      carry = spec.after_chunk(carry, variables_of(state))
-    # Every step's loss is checked, but it is the loss before that step's
-    # update; the norm of the weights the last update made is checked too,
-    # so weights gone NaN or infinite stop the run now, not an epoch (and
-    # maybe a checkpoint of them) later. It is cheaper than the last batch's
-    # loss under the new weights, and finite weights whose loss is NaN are
-    # caught by the next epoch's first step.
-    after = weights_norm(state['params'])
-    return (state, key, carry), (values, norms, metrics, after)
+      evaluated = jax.lax.map(lambda given: evaluate(carry, *rows_of(chunk_data, given, taken)),
+                              eval_given)
+      metrics = jax.tree_util.tree_map(lambda m: jnp.mean(m, axis=0), evaluated)
+    return (carry, key), {name: StepRecord(s.loss, s.gradients_l2, metrics[name])
+                          for name, s in stepped.items()}
 
   if n_chunks == 1:
     # No loop around a single chunk: XLA optimises straight-line code better
     # than the body of a one-trip loop (the preparation runs ~4x slower there).
-    (state, key, carry), outputs = chunk((state, key, carry), None)
-    values, norms, metrics, after = jax.tree_util.tree_map(lambda x: x[None], outputs)
+    (carry, key), records = chunk((carry, key), None)
+    records = jax.tree_util.tree_map(lambda x: x[None], records)
   else:
-    (state, key, carry), (values, norms, metrics, after) = jax.lax.scan(
-        chunk, (state, key, carry), None, length=n_chunks)
-  last = jax.tree_util.tree_map(lambda m: m[-1], metrics)
-  learning_rate = jnp.asarray(spec.lr_schedule(jnp.maximum(state['step'] - 1, 0)), jnp.float32)
-  return state, key, carry, summarize(values.reshape(-1), norms.reshape(-1), last,
-                                      learning_rate, state['step'], after[-1])
-
-
-def evaluate_batch(spec, state, batch):
-  """(loss, metrics) of `batch` under the current weights; pure."""
-  output = spec.apply_fn(variables_of(state), *spec.inputs_fn(batch))
-  return spec.loss_fn(output, batch)
+    (carry, key), records = jax.lax.scan(chunk, (carry, key), None, length=n_chunks)
+  records = {name: StepRecord(r.losses.reshape(-1), r.gradients_l2.reshape(-1),
+                              jax.tree_util.tree_map(lambda m: m[-1], r.metrics))
+             for name, r in records.items()}
+  return carry, key, records

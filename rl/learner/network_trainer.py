@@ -1,10 +1,10 @@
-"""Trainer: one network, its optimizer and its fused epoch (rl.learner.fused_epoch).
+"""Trainer: one network, its optimizer and its state.
 
 Every network of every RL trainer is one of these: it makes the network's
-initial state, holds the EpochSpec its epoch is traced from, and reads an
-epoch's results back on the host. Data parallel over all local devices: each
-batch is sharded along its first axis and the parameters are replicated; jit
-inserts the gradient all-reduce.
+initial state, takes a gradient step inside an algorithm's compiled update,
+and reads an epoch's results back on the host. Data parallel over all local
+devices: each batch is sharded along its first axis and the parameters are
+replicated.
 """
 import math
 
@@ -18,8 +18,8 @@ from jax.sharding import PartitionSpec as P
 from rl import compiler
 from rl import keys
 from rl.errors import NonFiniteLossError
-from rl.learner.fused_epoch import EpochSpec
-from rl.learner.fused_epoch import fused_epoch
+from rl.learner.fused_epoch import epoch_result
+from rl.learner.fused_epoch import gradient_step
 from rl.learner.fused_epoch import variables_of
 
 
@@ -41,7 +41,11 @@ def initialize_together(trainers):
 
 
 class Trainer:
-  """Trains `model` with `optimizer(learning_rate=lr_schedule)`, an epoch per `epoch` call.
+  """A network: its model, its optimizer `optimizer(learning_rate=lr_schedule)` and its state.
+
+  An algorithm's update trains it inside the compiled epoch
+  (rl.learner.fused_epoch) with `step`; the Learner holds its state between
+  epochs and reads the epoch's EpochResult back with `results`.
 
   Args:
     model: a flax.linen Module.
@@ -49,15 +53,8 @@ class Trainer:
       (e.g. rl.optim.optimizers.Adam, bound through gin).
     lr_schedule: a schedule `step -> learning rate`, evaluated at the 0-based
       optimizer step.
-    loss_fn: `loss_fn(model_output, batch) -> (loss, metrics dict)`.
     example_inputs: model inputs used only for their shapes to initialise
       the model (a tuple).
-    batches: a DeviceBatches: how every step's batch is drawn and made on
-      the device (the RL trainers' slices); see rl.learner.fused_epoch.
-    inputs_fn: batch -> the model's inputs (a tuple). Default: the batch's
-      first element.
-    prepare_fn: per-chunk preparation of the data (see rl.learner.fused_epoch).
-    after_step, after_chunk: hooks on the caller's carry (see rl.learner.fused_epoch).
     seed: initialises the parameters.
     loss_name: the name the training loss is reported under.
     initialize: compute the initial state now. False leaves it to
@@ -65,20 +62,22 @@ class Trainer:
       compiled call (an RL trainer's networks).
   """
 
-  def __init__(self, model, optimizer, lr_schedule, loss_fn, example_inputs, batches,
-               inputs_fn=None, prepare_fn=None, after_step=None, after_chunk=None, seed=0,
-               loss_name='loss', initialize=True):
+  def __init__(self, model, optimizer, lr_schedule, example_inputs, seed=0, loss_name='loss',
+               initialize=True):
+    self.model = model
+    self.lr_schedule = lr_schedule
+    self.tx = tx = optimizer(learning_rate=lr_schedule)
     self._loss_name = loss_name
-    tx = optimizer(learning_rate=lr_schedule)
-    inputs_fn = inputs_fn or (lambda batch: (batch[0],))
 
     devices = jax.local_devices()
     if len(devices) > 1:
       mesh = jax.sharding.Mesh(np.array(devices), ('batch',))
-      batch_sharding = NamedSharding(mesh, P('batch'))
+      # Each batch is sharded along its first axis and the parameters are
+      # replicated; jit inserts the gradient all-reduce.
+      self.batch_sharding = NamedSharding(mesh, P('batch'))
       self._replicated = NamedSharding(mesh, P())
     else:
-      batch_sharding = self._replicated = None
+      self.batch_sharding = self._replicated = None
 
     def initial_state(seed, *inputs):
       variables = flax.core.unfreeze(model.init(jax.random.key(seed, impl=keys.IMPL), *inputs))
@@ -90,8 +89,6 @@ class Trainer:
     self._state = None
     if initialize:
       initialize_together([self])
-    self.spec = EpochSpec(model.apply, loss_fn, tx, lr_schedule, inputs_fn, batches, prepare_fn,
-                          after_step, after_chunk, batch_sharding)
 
   # -- devices ----------------------------------------------------------------------
 
@@ -108,28 +105,19 @@ class Trainer:
           lambda x: x if isinstance(x, jax.Array) else jax.device_put(x), tree)
     return jax.device_put(tree, self._replicated)
 
-  # -- training -------------------------------------------------------------------
+  # -- training (pure, traced into the algorithm's update) ----------------------------
 
-  def epoch(self, state, data, key, carry=None, n_steps=1, n_chunks=1, n_eval_steps=0):
-    """One fused epoch as a pure function of `state`: (state, key, carry, EpochResult).
+  def apply(self, net, *inputs, **kwargs):
+    """The model's output under the network state `net`."""
+    return self.model.apply(variables_of(net), *inputs, **kwargs)
 
-    Not jitted: it is traced into a caller's compiled function (an RL
-    trainer's whole epoch, several networks and the collection with it).
+  def gradient_step(self, net, loss_fn, *args):
+    """One optimizer step of `net` on loss_fn(variables, *args): (net, NetworkStep)."""
+    return gradient_step(self.tx, net, loss_fn, *args)
 
-    Args:
-      state: this network's training state (see `state`).
-      data: the epoch's data, passed to the DeviceBatches (e.g. rl.data.slices.SliceData).
-      key: the PRNG key of the batches.
-      carry: the caller's pytree for the batches and the hooks.
-      n_steps: gradient steps (a multiple of n_chunks).
-      n_chunks: the steps run in this many chunks; after each, after_chunk
-        runs. The last chunk's metrics are reported.
-      n_eval_steps: 0: the metrics are those of the chunk's training
-        batches (computed with the loss, free); N > 0: they are evaluated
-        after the chunk on N fresh batches.
-    """
-    return fused_epoch(self.spec, state, data, key, carry, n_chunks=n_chunks,
-                       steps_per_chunk=n_steps // n_chunks, n_eval_steps=n_eval_steps)
+  def result(self, record, net):
+    """The EpochResult of this network's StepRecord, `net` its state after the epoch."""
+    return epoch_result(record, net, self.lr_schedule)
 
   def results(self, result, seconds):
     """The host dict of an epoch's EpochResult: mean loss, learning_rate, gradients_l2, metrics.

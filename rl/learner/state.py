@@ -23,18 +23,6 @@ class TrainState(NamedTuple):
   extra: dict  # algorithm-specific arrays, checkpointed (see Algorithm.initial_extra)
 
 
-def fit(network, state, name, data, n_steps, n_chunks=1, n_eval_steps=0, carry=None):
-  """One fused epoch of network `name` (its rl.learner.network_trainer.Trainer `network`), pure.
-
-  Returns (state, EpochResult, carry); the batches are drawn with the state's
-  training key, which moves on.
-  """
-  net, key, carry, result = network.epoch(
-      state.nets[name], data, state.train_key, carry, n_steps=n_steps, n_chunks=n_chunks,
-      n_eval_steps=n_eval_steps)
-  return state._replace(nets={**state.nets, name: net}, train_key=key), result, carry
-
-
 def with_net(state, name, **fields):
   """`state` with network `name`'s state fields replaced (pure)."""
   return state._replace(nets={**state.nets, name: dict(state.nets[name], **fields)})

@@ -1,7 +1,7 @@
 """RLTrainer: the options every trainer takes, and the Learner that runs its epochs.
 
 An algorithm (rl.algorithms) is an RLTrainer whose constructor stores its
-hyperparameters and ends with `build()`; the Learner (rl.learner.learner) then
+hyperparameters; `build()` then makes the Learner (rl.learner.learner), which
 asks it, through the small interface of rl.learner.algorithm.Algorithm, which
 networks to train, how to act and how to update them.
 """
@@ -9,8 +9,6 @@ import warnings
 from typing import NamedTuple
 
 from rl.errors import ConfigError
-from rl.learner import loop as loop_lib
-from rl.learner import state as state_lib
 from rl.learner.checks import check_backend
 from rl.learner.learner import Learner
 
@@ -57,6 +55,9 @@ class RLTrainer:
   supports_jax_envs = False
   # The latest epochs of trajectories the task keeps for the algorithm to train on.
   n_replay_epochs = 1
+  # Parameters of a base class that this class's constructor sets itself: a
+  # binding of one is refused (rl.configurables.declarations).
+  fixed_parameters = ()
 
   def __init__(self, task, n_trajectories_per_epoch=None, n_interactions_per_epoch=None,
                n_eval_episodes=0, eval_temperatures=(0.0,), eval_every=1, only_eval=False,
@@ -86,7 +87,7 @@ class RLTrainer:
                                int(n_eval_episodes), tuple(float(t) for t in eval_temperatures),
                                int(eval_every), only_eval)
     self._check_jax_native()
-    self.learner = None
+    self._learner = None
 
   def _check_jax_native(self):
     """On JAX-native envs: epochs of env steps, no only_eval (else one line)."""
@@ -103,9 +104,19 @@ class RLTrainer:
                         'evaluate a run with rl.evaluate instead.')
 
   def build(self):
-    """Makes the Learner: the networks and their initial states. The last step of a
-    trainer's constructor, once every hyperparameter is stored."""
-    self.learner = Learner(self.task, self, self.options)
+    """Makes the Learner: the networks, their initial states and the task's storage.
+
+    Construction only stores the hyperparameters; the experiment builds the
+    learner from the task and the algorithm before the run folder is written,
+    and `learner` builds it on first use otherwise.
+    """
+    if self._learner is None:
+      self._learner = Learner(self.task, self, self.options)
+    return self._learner
+
+  @property
+  def learner(self):
+    return self.build()
 
   # -- the Algorithm interface's defaults --------------------------------------------
 
@@ -128,31 +139,6 @@ class RLTrainer:
   @property
   def history(self):
     return self.learner.history
-
-  def run(self, n_epochs, checkpoint_fn=None, checkpoint_every=10, writer=None, log=None,
-          stop_at_return=None):
-    """Runs epochs until the learner's epoch is `n_epochs` (or the eval return reaches a goal).
-
-    Args:
-      n_epochs: the total number of epochs (not the number still to run).
-      checkpoint_fn: called after an epoch that should be checkpointed.
-      checkpoint_every: checkpoint every this many epochs, and after the last.
-      writer: a MetricsWriter for each epoch's record.
-      log: a function taking the console line.
-      stop_at_return: stop (after checkpointing) once the greedy eval return
-        reaches this; a run that already reached it does nothing more.
-    """
-    loop_lib.run(loop_lib.EpochLoop(self.learner, n_epochs, checkpoint_fn, checkpoint_every,
-                                    writer, log, stop_at_return))
-
-  def fit(self, state, name, data, n_steps, n_chunks=1, n_eval_steps=0, carry=None):
-    """One fused epoch of network `name` inside `update`, pure (rl.learner.state.fit)."""
-    return state_lib.fit(self.learner.networks[name], state, name, data, n_steps, n_chunks,
-                         n_eval_steps, carry)
-
-  def evaluate(self, epoch=None, n_episodes=None):
-    """Mean eval return per eval temperature, keyed as in metrics.jsonl."""
-    return self.learner.evaluate(epoch, n_episodes)
 
   def state_dict(self):
     return self.learner.state_dict()

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import flax.linen as nn
-import gin
 import jax
 import jax.numpy as jnp
 
+from rl.configurables import configurable
 from rl.errors import ConfigError
 from rl.nets.initializers import HIDDEN_KERNEL_INIT
 from rl.nets.lookup import by_name
@@ -210,7 +210,7 @@ def _positive_int(value: int, what: str) -> int:
   return number
 
 
-@gin.configurable
+@configurable
 def AtariCnnBody(n_frames: int = 4,
                  hidden_sizes: Sequence[int] = (32, 64, 64),
                  output_size: int = 512,
@@ -259,7 +259,7 @@ def AtariCnnBody(n_frames: int = 4,
                    config_name='AtariCnnBody')
 
 
-@gin.configurable
+@configurable
 def MinAtarCnnBody(n_frames: int = 1,
                    hidden_sizes: Sequence[int] = (16,),
                    kernel_size: int = 3,

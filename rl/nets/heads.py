@@ -14,10 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 import flax.linen as nn
-import gin
 import jax
 import jax.numpy as jnp
 
+from rl.configurables import configurable
 from rl.errors import ConfigError
 from rl.nets.dense import Dense
 from rl.nets.initializers import HIDDEN_KERNEL_INIT
@@ -114,7 +114,7 @@ class PolicyModel(nn.Module):
     return self.policy_head(self.body(x))
 
 
-@gin.configurable(denylist=['policy_distribution'])
+@configurable(denylist=['policy_distribution'])
 def Policy(policy_distribution: Any,
            body: Callable[[], nn.Module] | None = None,
            normalizer: Callable[[], nn.Module] | None = None,
@@ -225,7 +225,7 @@ class ValueModel(nn.Module):
     return self.value_head(x)
 
 
-@gin.configurable
+@configurable
 def Value(body: Callable[[], nn.Module] | None = None,
           normalizer: Callable[[], nn.Module] | None = None,
           head_init_range: float | None = None,
@@ -303,7 +303,7 @@ class PolicyAndValueModel(nn.Module):
     return self.policy_head(policy_features), self.value_head(value_features)
 
 
-@gin.configurable(denylist=['policy_distribution'])
+@configurable(denylist=['policy_distribution'])
 def PolicyAndValue(policy_distribution: Any,
                    body: Callable[[], nn.Module] | None = None,
                    normalizer: Callable[[], nn.Module] | None = None,
@@ -352,7 +352,7 @@ class QualityModel(nn.Module):
     return self.quality_head(self.body(x))
 
 
-@gin.configurable
+@configurable
 def Quality(n_actions: int = 2,
             body: Callable[[], nn.Module] | None = None,
             normalizer: Callable[[], nn.Module] | None = None,

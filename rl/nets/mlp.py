@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import flax.linen as nn
-import gin
 import jax
 import jax.numpy as jnp
 
+from rl.configurables import configurable
 from rl.nets.activations import resolve_activation
 from rl.nets.dense import Dense
 from rl.nets.initializers import HIDDEN_KERNEL_INIT
@@ -44,7 +44,7 @@ class MLPModule(nn.Module):
     return x
 
 
-@gin.configurable
+@configurable
 def MLP(layer_widths: Sequence[int] = (64, 64),
         activation_fn: str | Callable = 'relu',
         out_activation: bool = True,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import flax.linen as nn
-import gin
 import jax
 import jax.numpy as jnp
+
+from rl.configurables import configurable
 
 # The variable collection that holds running observation statistics. They are
 # state, not parameters: optimisers must not touch them, so they live outside
@@ -96,7 +97,7 @@ class NormalizeModule(nn.Module):
             jnp.where(folded, new_var, var).astype(jnp.float32))
 
 
-@gin.configurable
+@configurable
 def Normalize(sample_limit: float = float('inf'), epsilon: float = 1e-5) -> NormalizeModule:
   """Builds a running observation normaliser (see `NormalizeModule`).
 

@@ -20,10 +20,10 @@ step's query, since nothing reads the others.
 from __future__ import annotations
 
 import flax.linen as nn
-import gin
 import jax
 import jax.numpy as jnp
 
+from rl.configurables import configurable
 from rl.errors import ConfigError
 
 
@@ -101,7 +101,7 @@ class TransformerDecoderModule(nn.Module):
     return jnp.reshape(h, (b, l, self.d_model))
 
 
-@gin.configurable
+@configurable
 def TransformerDecoder(d_model: int = 64,
                        d_ff: int = 256,
                        n_heads: int = 4,

@@ -44,6 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rl.configurables import configurable
 from rl.errors import ConfigError
 
 
@@ -266,7 +267,7 @@ def _gae_every_row_core(rewards, values, dones, mask, follows, gamma, lambda_, m
   return total * mask
 
 
-@gin.configurable("monte_carlo")
+@configurable("monte_carlo")
 def monte_carlo(gamma, margin):
   """A_t = G_t - V_t with the stored (non-bootstrapped) returns.
 
@@ -282,7 +283,7 @@ def monte_carlo(gamma, margin):
                     bootstrap_row_core=_no_bootstrap_row_core)
 
 
-@gin.configurable("td_k")
+@configurable("td_k")
 def td_k(gamma, margin):
   """k-step TD advantage with k = margin (cut short by termination or a mask-0 row).
 
@@ -297,7 +298,7 @@ def td_k(gamma, margin):
                     bootstrap_row_core=_td_k_bootstrap_row_core, gamma=gamma)
 
 
-@gin.configurable("td_lambda")
+@configurable("td_lambda")
 def td_lambda(gamma, margin, lambda_=0.95):
   """TD(lambda) advantage: lambda-returns G_t minus V_t, with G_{L-1} = V_{L-1}.
 
@@ -313,7 +314,7 @@ def td_lambda(gamma, margin, lambda_=0.95):
   return _estimator(_td_lambda_core, _check_margin(margin), gamma=gamma, lambda_=lambda_)
 
 
-@gin.configurable("gae")
+@configurable("gae")
 def gae(gamma, margin, lambda_=0.95):
   """Generalised advantage estimation; equals td_lambda with the same lambda_.
 

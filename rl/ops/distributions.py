@@ -17,12 +17,12 @@ choice between greedy and stochastic code paths is made at trace time.
 import functools
 import math
 
-import gin
 import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rl.configurables import configurable
 from rl.errors import ConfigError
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -170,7 +170,7 @@ class Categorical(_Distribution):
 _LEARN_STD_MODES = (None, "shared", "separate")
 
 
-@gin.configurable("Gaussian", allowlist=["std", "learn_std"])
+@configurable("Gaussian", allowlist=["std", "learn_std"])
 class Gaussian(_Distribution):
   """Diagonal Gaussian with the means as the first d inputs (d = prod(shape)).
 

@@ -69,31 +69,6 @@ def a2c_loss(log_probs, advantages, entropy, mask, entropy_coeff):
   return -masked_mean(log_probs * advantages, mask) - entropy_coeff * masked_mean(entropy, mask)
 
 
-def ppo_objective(log_probs, old_log_probs, advantages, epsilon):
-  """Per-step clipped surrogate min(rho A, clip(rho, 1 - eps, 1 + eps) A)."""
-  ratio = jnp.exp(log_probs - old_log_probs)
-  clipped = jnp.clip(ratio, 1.0 - epsilon, 1.0 + epsilon)
-  return jnp.minimum(ratio * advantages, clipped * advantages)
-
-
-def ppo_loss(log_probs, old_log_probs, advantages, entropy, mask, epsilon, entropy_coeff):
-  """PPO-clip: -E[clipped surrogate] - c_H E[H]."""
-  advantages = jax.lax.stop_gradient(advantages)
-  objective = ppo_objective(log_probs, old_log_probs, advantages, epsilon)
-  return -masked_mean(objective, mask) - entropy_coeff * masked_mean(entropy, mask)
-
-
-def ppo_diagnostics(log_probs, old_log_probs, mask, epsilon):
-  """Clip fraction and approximate KL (mean of (rho - 1) - log rho, always >= 0)."""
-  log_ratio = log_probs - old_log_probs
-  ratio = jnp.exp(log_ratio)
-  return masked_means(
-      mask,
-      probs_ratio_mean=ratio,
-      clip_fraction=(jnp.abs(ratio - 1.0) > epsilon).astype(ratio.dtype),
-      approximate_kl_divergence=(ratio - 1.0) - log_ratio)
-
-
 def awr_weights(advantages, mask, beta, w_max, thresholds=None):
   """AWR weights: min(exp(A / beta), w_max); or, with thresholds, step weights.
 

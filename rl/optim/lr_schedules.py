@@ -10,10 +10,10 @@ settings to different users of the same factory.
 import math
 from typing import Callable
 
-import gin
 import jax.numpy as jnp
 import optax
 
+from rl.configurables import configurable
 from rl.errors import ConfigError
 
 # Kept in the order the reference documents them, so the error message for an
@@ -29,7 +29,7 @@ VALID_FACTORS = (
 )
 
 
-@gin.configurable
+@configurable
 def multifactor(
     factors='constant * linear_warmup * rsqrt_decay',
     constant=0.1,

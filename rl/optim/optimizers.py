@@ -14,13 +14,13 @@ write e.g. ``PolicyGradientTrainer.optimizer = @Adam`` and
 ``Adam.clip_grad_norm = 0.5``.
 """
 
-import gin
 import optax
 
+from rl.configurables import configurable
 from rl.errors import ConfigError
 
 
-@gin.configurable
+@configurable
 def Adam(  # pylint: disable=invalid-name  # the name configs refer to
     learning_rate=1e-4,
     weight_decay_rate=1e-5,
@@ -70,7 +70,7 @@ def Adam(  # pylint: disable=invalid-name  # the name configs refer to
   return optax.chain(*steps)
 
 
-@gin.configurable
+@configurable
 def RMSProp(  # pylint: disable=invalid-name  # the name configs refer to
     learning_rate=1e-3,
     gamma=0.9,
@@ -102,7 +102,7 @@ def RMSProp(  # pylint: disable=invalid-name  # the name configs refer to
   )
 
 
-@gin.configurable
+@configurable
 def SGD(  # pylint: disable=invalid-name  # the name configs refer to
     learning_rate=1e-2,
     momentum=0.0,

@@ -1,0 +1,175 @@
+"""DDPG (Lillicrap et al., 2016): a deterministic actor trained through its critic.
+
+The worked example of docs/extending.md of an update that steps two networks
+on one minibatch: each gradient step regresses the critic Q(s, a) on TD
+targets from the target networks, then moves the actor up the gradient of
+the just-updated critic, Q(s, mu(s)), then moves both target networks a
+fraction tau toward the trained ones. Acting adds Gaussian noise to mu(s);
+the replay keeps the last n_replay_epochs epochs of transitions.
+"""
+from typing import NamedTuple
+
+import flax.linen as nn
+import gin
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from rl.algorithms import networks
+from rl.data import slices
+from rl.learner.acting import Acting
+from rl.learner.fused_epoch import fused_epoch
+from rl.learner.fused_epoch import variables_of
+from rl.learner.trainer import RLTrainer
+from rl.nets.mlp import MLPModule
+from rl.ops import advantages
+from rl.ops.distributions import Gaussian
+from rl.ops.losses import masked_mean
+from rl.ops.q_learning import q_targets
+
+
+class Actor(nn.Module):
+  """mu(s): an MLP, then tanh scaled to the action bounds, [B, L, *action_shape]."""
+  hidden: tuple
+  low: tuple
+  high: tuple
+
+  @nn.compact
+  def __call__(self, obs):
+    low, high = np.asarray(self.low, np.float32), np.asarray(self.high, np.float32)
+    x = nn.Dense(low.size)(MLPModule(self.hidden)(obs))
+    return (low + high) / 2 + (high - low) / 2 * jnp.tanh(x).reshape(x.shape[:2] + low.shape)
+
+
+class Critic(nn.Module):
+  """Q(s, a) [B, L]: an MLP on the observation and action joined."""
+  hidden: tuple
+
+  @nn.compact
+  def __call__(self, obs, action):
+    joined = jnp.concatenate([obs.reshape(obs.shape[:2] + (-1,)),
+                              action.reshape(action.shape[:2] + (-1,))], axis=-1)
+    return nn.Dense(1)(MLPModule(self.hidden)(joined))[..., 0]
+
+
+class Transitions(NamedTuple):
+  """Slices of 2 rows: (s_t, a_t, r_t) and the row after, which the TD target bootstraps from."""
+  observation: jax.Array  # [B, 2, ...]
+  action: jax.Array
+  reward: jax.Array
+  return_: jax.Array
+  done: jax.Array
+  mask: jax.Array
+
+
+def td_targets(actor, critic, targets, batch, estimator):
+  """y = r_t + gamma Q'(s_t+1, mu'(s_t+1)) (no bootstrap past a termination), [B, 1]."""
+  actions = actor.apply({'params': targets['actor']}, batch.observation)
+  values = critic.apply({'params': targets['critic']}, batch.observation, actions)
+  return q_targets(estimator, batch.reward, batch.return_, values, batch.done, batch.mask)
+
+
+def critic_loss(critic, variables, batch, targets):
+  """Mean squared TD error of Q(s_t, a_t) on the real first rows."""
+  q = critic.apply(variables, batch.observation[:, :1], batch.action[:, :1])
+  loss = masked_mean((q - targets) ** 2, batch.mask[:, :1])
+  return loss, {'critic_loss': loss, 'q_mean': masked_mean(q, batch.mask[:, :1])}
+
+
+def actor_loss(actor, critic, variables, critic_variables, batch):
+  """-Q(s_t, mu(s_t)) under the critic: the actor's gradient goes through the critic."""
+  obs = batch.observation[:, :1]
+  loss = -masked_mean(critic.apply(critic_variables, obs, actor.apply(variables, obs)),
+                      batch.mask[:, :1])
+  return loss, {'actor_loss': loss}
+
+
+def polyak(targets, nets, tau):
+  """Each target's parameters moved a fraction tau toward its network's."""
+  return {name: optax.incremental_update(nets[name]['params'], target, tau)
+          for name, target in targets.items()}
+
+
+@gin.configurable(denylist=['task', 'output_dir'])
+class DDPG(RLTrainer):
+  """Deep deterministic policy gradient, for Box action spaces.
+
+  Args:
+    task: the RLTask.
+    hidden: widths of the actor's and the critic's hidden layers.
+    actor_optimizer, critic_optimizer: optimizer factories (gin: @Adam, ...); None: @Adam.
+    actor_lr_schedule, critic_lr_schedule: learning-rate schedule factories
+      (e.g. a scoped @actor/multifactor); None: @multifactor.
+    batch_size: transitions per gradient step.
+    train_steps_per_epoch: gradient steps per epoch (each steps both networks).
+    tau: how far the target networks move toward the trained ones per step.
+    exploration_std: std of the acting noise, in units of half the action range.
+    n_replay_epochs: the latest epochs of transitions the replay keeps.
+    **kwargs: RLTrainer's arguments (n_interactions_per_epoch, n_eval_episodes, ...).
+  """
+
+  metric_prefixes = {'actor': 'actor_', 'critic': 'critic_'}
+
+  def __init__(self, task, hidden=(64, 64), actor_optimizer=None, actor_lr_schedule=None,
+               critic_optimizer=None, critic_lr_schedule=None, batch_size=256,
+               train_steps_per_epoch=1000,
+               tau=0.005, exploration_std=0.1, n_replay_epochs=1000, **kwargs):
+    super().__init__(task, **kwargs)
+    space = task.action_space
+    self.hidden, self.low, self.high = tuple(hidden), space.low, space.high
+    self.optimizers = ((actor_optimizer, actor_lr_schedule),
+                       (critic_optimizer, critic_lr_schedule))
+    self.batch_size, self.train_steps, self.tau = batch_size, train_steps_per_epoch, tau
+    half_range = float(np.mean(space.high - space.low)) / 2
+    self.dist = Gaussian(space.shape, std=exploration_std * half_range)
+    self.n_replay_epochs = int(n_replay_epochs)
+    self.estimator = advantages.td_k(gamma=task.gamma, margin=1)
+    self.actor_net = self.critic_net = None
+
+  def build_networks(self):
+    obs = networks.example_observation(self.task)
+    action = np.zeros((1, 1) + self.task.action_space.shape, np.float32)
+    actor = Actor(self.hidden, tuple(self.low.tolist()), tuple(self.high.tolist()))
+    self.actor_net = networks.build_network(self.task, actor, *self.optimizers[0], 'actor_loss',
+                                            (obs,))
+    self.critic_net = networks.build_network(self.task, Critic(self.hidden), *self.optimizers[1],
+                                             'critic_loss', (obs, action), seed_offset=1)
+    return {'actor': self.actor_net, 'critic': self.critic_net}, Acting('actor', self.dist)
+
+  def initial_extra(self, nets):
+    return {'targets': {name: net.variables['params'] for name, net in nets.items()}}
+
+  def epoch_data(self, epoch):
+    del epoch
+    data = self.task.slice_data()
+    return data, slices.draw_table(data, 2, 1)
+
+  def draw(self, data, key):
+    data, table = data
+    return slices.draw(data, key, self.batch_size, 2, margin=1, table=table)
+
+  def train_step(self, carry, rows, key):
+    """Critic, then actor through the updated critic, then the targets: one minibatch."""
+    del key
+    nets, targets = carry
+    batch = Transitions(*(rows[field] for field in Transitions._fields))
+    actor, critic = self.actor_net.model, self.critic_net.model
+    y = td_targets(actor, critic, targets, batch, self.estimator)
+    new_critic, critic_step = self.critic_net.gradient_step(
+        nets['critic'], lambda v, b: critic_loss(critic, v, b, y), batch)
+    new_actor, actor_step = self.actor_net.gradient_step(
+        nets['actor'], lambda v, b: actor_loss(actor, critic, v, variables_of(new_critic), b),
+        batch)
+    nets = {'actor': new_actor, 'critic': new_critic}
+    return (nets, polyak(targets, nets, self.tau)), {'actor': actor_step, 'critic': critic_step}
+
+  def update(self, state, data):
+    (nets, targets), key, records = fused_epoch(
+        self.train_step, (state.nets, state.extra['targets']), data, state.train_key,
+        draw=self.draw, take=networks.take_slices, n_chunks=1,
+        steps_per_chunk=self.train_steps)
+    results = {'actor': self.actor_net.result(records['actor'], nets['actor']),
+               'critic': self.critic_net.result(records['critic'], nets['critic'])}
+    state = state._replace(nets=nets, train_key=key, extra={'targets': targets})
+    return state, results, {}
