@@ -40,7 +40,7 @@ def zero_weights(trainer):
 def joint_metrics(trainer, batch):
   """The joint loss's metrics of one given batch under the network's weights (floats)."""
   variables = trainer.learner.networks['joint'].variables
-  _, metrics = jax.jit(trainer.joint_loss)(variables, batch)
+  _, metrics = jax.jit(trainer.joint_loss)(variables, batch, {})
   return {name: float(value) for name, value in jax.device_get(metrics).items()}
 
 

@@ -194,18 +194,19 @@ class ActorCriticJointTrainer(RLTrainer):
         'dist_inputs': dist_inputs,
     }
 
-  def policy_loss_given(self, t):
-    """The algorithm's policy part of the joint loss and its extra metrics."""
-    raise NotImplementedError
+  def objective(self, t, extra):
+    """The variant's policy part of the joint loss and its extra metrics, from the terms
+    `t` (a dict of [B, L] arrays) and the TrainState's per-epoch values `extra`."""
+    raise NotImplementedError(f'{type(self).__name__} gives no objective')
 
-  def joint_loss(self, variables, batch):
+  def joint_loss(self, variables, batch, extra):
     """(loss, metrics) of the joint network's (dist_inputs, values) on a Batch."""
     t = self._terms(self.joint_net.model.apply(variables, batch.observation), batch)
     mask = t['mask']
     scale = self._value_scale
     value_loss = self._value_loss_coeff * losses.value_loss(
         t['values'] / scale, t['targets'] / scale, mask)
-    policy_loss, extra = self.policy_loss_given(t)
+    policy_loss, policy_metrics = self.objective(t, extra)
     loss = policy_loss + value_loss
     greedy = self._dist.mode(t['dist_inputs']).astype(jnp.float32)
     greedy = greedy.reshape(greedy.shape[:2] + (-1,)).mean(-1)
@@ -217,7 +218,7 @@ class ActorCriticJointTrainer(RLTrainer):
         'explained_variance': losses.explained_variance(t['targets'], t['values'], mask),
         'log_probs_mean': losses.masked_mean(t['log_probs'], mask),
         'preferred_move': losses.masked_mean(greedy, mask),
-        **extra,
+        **policy_metrics,
     }
 
   def epoch_data(self, epoch):
@@ -237,12 +238,14 @@ class ActorCriticJointTrainer(RLTrainer):
 
     def step(nets, rows, key):
       del key
-      joint, stepped = self.joint_net.gradient_step(nets['joint'], self.joint_loss, self.joint_batch(rows))
+      joint, stepped = self.joint_net.gradient_step(nets['joint'], self.joint_loss,
+                                                    self.joint_batch(rows), state.extra)
       return {**nets, 'joint': joint}, {'joint': stepped}
 
     def metrics(nets, rows, key):
       del key
-      return {'joint': self.joint_loss(variables_of(nets['joint']), self.joint_batch(rows))[1]}
+      batch = self.joint_batch(rows)
+      return {'joint': self.joint_loss(variables_of(nets['joint']), batch, state.extra)[1]}
 
     nets, key, records = fused_epoch(
         step, state.nets, data, state.train_key, draw=self.draw_joint, take=networks.take_slices,
@@ -267,16 +270,17 @@ class PPOJoint(ActorCriticJointTrainer):
   on_policy = True
 
   def __init__(self, task, epsilon=0.2, value_loss_coeff=0.1, entropy_coeff=0.01, **kwargs):
-    self._epsilon = epsilon
-    self._entropy_coeff = entropy_coeff
+    self.epsilon = epsilon
+    self.entropy_coeff = entropy_coeff
     super().__init__(task, value_loss_coeff=value_loss_coeff, **kwargs)
 
-  def policy_loss_given(self, t):
+  def objective(self, t, extra):
+    del extra
     loss = ppo_loss(t['log_probs'], t['old_log_probs'], t['normalized'], t['entropy'],
-                           t['mask'], self._epsilon, self._entropy_coeff)
+                    t['mask'], self.epsilon, self.entropy_coeff)
     return loss, {
-        'entropy_loss': self._entropy_coeff * losses.masked_mean(t['entropy'], t['mask']),
-        **ppo_diagnostics(t['log_probs'], t['old_log_probs'], t['mask'], self._epsilon)}
+        'entropy_loss': self.entropy_coeff * losses.masked_mean(t['entropy'], t['mask']),
+        **ppo_diagnostics(t['log_probs'], t['old_log_probs'], t['mask'], self.epsilon)}
 
 
 @configurable(denylist=['task', 'output_dir'])
@@ -292,14 +296,15 @@ class A2CJoint(ActorCriticJointTrainer):
   on_policy = True
 
   def __init__(self, task, value_loss_coeff=0.1, entropy_coeff=0.01, **kwargs):
-    self._entropy_coeff = entropy_coeff
+    self.entropy_coeff = entropy_coeff
     super().__init__(task, value_loss_coeff=value_loss_coeff, **kwargs)
 
-  def policy_loss_given(self, t):
+  def objective(self, t, extra):
+    del extra
     loss = losses.a2c_loss(t['log_probs'], t['normalized'], t['entropy'], t['mask'],
-                           self._entropy_coeff)
+                           self.entropy_coeff)
     return loss, {
-        'entropy_loss': self._entropy_coeff * losses.masked_mean(t['entropy'], t['mask'])}
+        'entropy_loss': self.entropy_coeff * losses.masked_mean(t['entropy'], t['mask'])}
 
 
 @configurable(denylist=['task', 'output_dir'])
@@ -316,12 +321,13 @@ class AWRJoint(ActorCriticJointTrainer):
 
   def __init__(self, task, value_loss_coeff=0.1, beta=1.0, w_max=20.0, thresholds=None,
                **kwargs):
-    self._beta = beta
-    self._w_max = w_max
-    self._thresholds = tuple(tuple(x) for x in thresholds) if thresholds else None
+    self.beta = beta
+    self.w_max = w_max
+    self.thresholds = tuple(tuple(x) for x in thresholds) if thresholds else None
     super().__init__(task, value_loss_coeff=value_loss_coeff, **kwargs)
 
-  def policy_loss_given(self, t):
-    weights = losses.awr_weights(t['normalized'], t['mask'], self._beta, self._w_max,
-                                 self._thresholds)
+  def objective(self, t, extra):
+    del extra
+    weights = losses.awr_weights(t['normalized'], t['mask'], self.beta, self.w_max,
+                                 self.thresholds)
     return losses.awr_loss(t['log_probs'], weights, t['mask']), {}
