@@ -13,6 +13,7 @@ import time
 import in_process
 from rl.data.checkpoints import Checkpointer
 from rl.metrics import TIMING_KEYS
+from rl.metrics import read_metrics
 import sweep_gate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -59,6 +60,21 @@ def default_sigint():
 def cli(*args):
   """`python -m rl.run *args`, called in this process (tests/in_process.py), its output captured."""
   return in_process.run(*args)
+
+
+def one_epoch_then_a_resumed_one(config, output_dir, bindings):
+  """The metrics.jsonl rows of `config` run for one epoch, then rerun on the same folder for a
+  second, which resumes from the first's checkpoint (in-process runs, each must succeed)."""
+  def run(*extra):
+    return cli(f'--config_file={config}', f'--output_dir={output_dir}',
+               *(f'--config={b}' for b in list(bindings) + list(extra)))
+  first = run('train_rl.n_epochs = 1')
+  assert first.returncode == 0, first.stderr
+  second = run('train_rl.n_epochs = 2')
+  assert second.returncode == 0, second.stderr
+  rows = read_metrics(str(output_dir))
+  assert [row['epoch'] for row in rows] == [1, 2]
+  return rows
 
 
 def cli_process(*args, timeout=240):

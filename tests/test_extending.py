@@ -6,13 +6,12 @@ import os
 import numpy as np
 import pytest
 
-from rl.metrics import read_metrics
 from run_helpers import ROOT
-from run_helpers import cli
+from run_helpers import one_epoch_then_a_resumed_one
 
 CONFIG = os.path.join('docs', 'examples', 'kl_ppo_cartpole.gin')
 # Two tiny epochs: 64 env steps, 2 gradient steps a network, one eval episode.
-TINY = ['train_rl.n_epochs = 2', 'train_rl.checkpoint_every = 1',
+TINY = ['train_rl.checkpoint_every = 1',
         'KLPPO.n_interactions_per_epoch = 64', 'KLPPO.n_eval_episodes = 1',
         'KLPPO.policy_batch_size = 32', 'KLPPO.policy_train_steps_per_epoch = 2',
         'KLPPO.value_batch_size = 32', 'KLPPO.value_train_steps_per_epoch = 2']
@@ -48,17 +47,8 @@ def test_beta_doubles_above_and_halves_below_the_target_band(kl_ppo):
 
 
 def test_rl_run_trains_the_example_and_resumes_its_beta(tmp_path):
-  def run(*bindings):
-    return cli(f'--config_file={CONFIG}', f'--output_dir={tmp_path}',
-               *(f'--config={b}' for b in TINY + list(bindings)))
-
   # One epoch, then a rerun resumes from its checkpoint for the second.
-  first = run('train_rl.n_epochs = 1')
-  assert first.returncode == 0, first.stderr
-  second = run()
-  assert second.returncode == 0, second.stderr
-  rows = read_metrics(str(tmp_path))
-  assert [row['epoch'] for row in rows] == [1, 2]
+  rows = one_epoch_then_a_resumed_one(CONFIG, tmp_path, TINY)
   assert all(math.isfinite(row['policy_loss']) for row in rows)
   # Epoch 2 trains with the beta that epoch 1's KL set: doubled, kept or
   # halved from 1.0, carried through the checkpoint.

@@ -15,10 +15,9 @@ import pytest
 
 from rl.envs.task import RLTask
 from rl.learner.fused_epoch import variables_of
-from rl.metrics import read_metrics
 from rl.optim import optimizers
 from run_helpers import ROOT
-from run_helpers import cli
+from run_helpers import one_epoch_then_a_resumed_one
 
 CONFIG = os.path.join('docs', 'examples', 'ddpg_pendulum.gin')
 GAMMA, LR, TAU = 0.9, 0.05, 0.1
@@ -96,19 +95,10 @@ def test_a_step_trains_the_critic_then_the_actor_through_it_as_jax_grad_does(ddp
 
 
 def test_rl_run_trains_the_example_for_two_epochs_and_resumes(tmp_path):
-  tiny = ['train_rl.n_epochs = 2', 'train_rl.checkpoint_every = 1',
-          'DDPG.n_interactions_per_epoch = 64', 'DDPG.n_eval_episodes = 1',
-          'DDPG.train_steps_per_epoch = 4', 'DDPG.batch_size = 16', 'RLTask.n_envs = 2']
-
-  def run(*bindings):
-    return cli(f'--config_file={CONFIG}', f'--output_dir={tmp_path}',
-               *(f'--config={b}' for b in tiny + list(bindings)))
-  first = run('train_rl.n_epochs = 1')
-  assert first.returncode == 0, first.stderr
-  second = run()
-  assert second.returncode == 0, second.stderr
-  rows = read_metrics(str(tmp_path))
-  assert [row['epoch'] for row in rows] == [1, 2]
+  tiny = ['train_rl.checkpoint_every = 1', 'DDPG.n_interactions_per_epoch = 64',
+          'DDPG.n_eval_episodes = 1', 'DDPG.train_steps_per_epoch = 4', 'DDPG.batch_size = 16',
+          'RLTask.n_envs = 2']
+  rows = one_epoch_then_a_resumed_one(CONFIG, tmp_path, tiny)
   for row in rows:
     assert math.isfinite(row['critic_loss']) and math.isfinite(row['actor_loss'])
     assert row['actor_learning_rate'] == row['critic_learning_rate'] == pytest.approx(1e-3)
