@@ -13,7 +13,6 @@ An epoch trains the value network, then the policy (`ActorCriticTrainer.update`)
 Values and advantages are computed for every stored step once per chunk
 (rl.algorithms.row_advantages), and each batch gathers them.
 """
-import functools
 from typing import NamedTuple
 
 import jax
@@ -34,6 +33,7 @@ from rl.learner.checks import check_estimator_margin
 from rl.learner.checks import check_on_policy
 from rl.learner.checks import check_whole_episodes
 from rl.learner.fused_epoch import fused_epoch
+from rl.learner.fused_epoch import one_network_step
 from rl.learner.fused_epoch import variables_of
 from rl.learner.state import with_acting_statistics
 from rl.learner.trainer import RLTrainer
@@ -248,19 +248,21 @@ class ActorCriticTrainer(RLTrainer):
     state = with_acting_statistics(state, 'value')
     nets = self.shared_layers(state.nets, 'policy', 'value')
     # 1. The value network, on targets from itself as each chunk starts.
+    value_step, value_metrics = one_network_step(
+        self.value_net.tx, 'value', self.value_loss, lambda nets, rows, key: self.value_batch(rows))
     nets, key, value = fused_epoch(
-        self.value_step, nets, data['value'], state.train_key, draw=self.draw_value,
-        take=networks.take_slices, prepare=self.value_targets, evaluate=self.value_metrics,
+        value_step, nets, data['value'], state.train_key, draw=self.draw_value,
+        take=networks.take_slices, prepare=self.value_targets, evaluate=value_metrics,
         n_chunks=self.value_evals, steps_per_chunk=self.value_train_steps // self.value_evals,
         n_eval_steps=self.value_eval_steps, batch_sharding=self.value_net.batch_sharding)
     nets = self.shared_layers(nets, 'value', 'policy')
     state = with_acting_statistics(state._replace(nets=nets), 'policy')
     # 2. The policy, on advantages from the value network as its training left it.
-    policy_step = functools.partial(self.policy_step, state.extra)
+    policy_step, policy_metrics = one_network_step(
+        self.policy_net.tx, 'policy', self.policy_loss, self.policy_batch, state.extra)
     nets, key, policy = fused_epoch(
         policy_step, state.nets, data['policy'], key, draw=self.draw_policy,
-        take=networks.take_slices, prepare=self.policy_advantages,
-        evaluate=functools.partial(self.policy_metrics, state.extra),
+        take=networks.take_slices, prepare=self.policy_advantages, evaluate=policy_metrics,
         n_chunks=self.policy_evals, steps_per_chunk=self.policy_train_steps // self.policy_evals,
         n_eval_steps=self.policy_eval_steps, batch_sharding=self.policy_net.batch_sharding)
     results = {'value': self.value_net.result(value['value'], nets['value']),
@@ -316,15 +318,6 @@ class ActorCriticTrainer(RLTrainer):
                                                                    batch.action)
     return value_loss(self.value_net.model.apply(variables, *inputs), batch, self.value_scale)
 
-  def value_step(self, nets, rows, key):
-    del key
-    value, step = self.value_net.gradient_step(nets['value'], self.value_loss, self.value_batch(rows))
-    return {**nets, 'value': value}, {'value': step}
-
-  def value_metrics(self, nets, rows, key):
-    del key
-    return {'value': self.value_loss(variables_of(nets['value']), self.value_batch(rows))[1]}
-
   # -- the policy --------------------------------------------------------------------
 
   def policy_advantages(self, nets, data, key):
@@ -347,15 +340,6 @@ class ActorCriticTrainer(RLTrainer):
   def policy_loss(self, variables, batch, extra):
     dist_inputs = self.policy_net.model.apply(variables, batch.observation)
     return policy_loss(self.objective, self.dist, dist_inputs, batch, self.normalization, extra)
-
-  def policy_step(self, extra, nets, rows, key):
-    batch = self.policy_batch(nets, rows, key)
-    policy, step = self.policy_net.gradient_step(nets['policy'], self.policy_loss, batch, extra)
-    return {**nets, 'policy': policy}, {'policy': step}
-
-  def policy_metrics(self, extra, nets, rows, key):
-    batch = self.policy_batch(nets, rows, key)
-    return {'policy': self.policy_loss(variables_of(nets['policy']), batch, extra)[1]}
 
   def objective(self, terms, extra):
     """The variant's (policy loss, extra metrics) of PolicyTerms."""

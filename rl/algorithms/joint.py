@@ -38,7 +38,7 @@ from rl.learner.checks import check_estimator_margin
 from rl.learner.checks import check_on_policy
 from rl.learner.checks import check_whole_episodes
 from rl.learner.fused_epoch import fused_epoch
-from rl.learner.fused_epoch import variables_of
+from rl.learner.fused_epoch import one_network_step
 from rl.learner.state import with_acting_statistics
 from rl.learner.trainer import RLTrainer
 from rl.nets import heads
@@ -236,17 +236,8 @@ class ActorCriticJointTrainer(RLTrainer):
       window = self.max_slice_length + self.margin
       data = (data, slices.draw_table(data, window, self.margin))
 
-    def step(nets, rows, key):
-      del key
-      joint, stepped = self.joint_net.gradient_step(nets['joint'], self.joint_loss,
-                                                    self.joint_batch(rows), state.extra)
-      return {**nets, 'joint': joint}, {'joint': stepped}
-
-    def metrics(nets, rows, key):
-      del key
-      batch = self.joint_batch(rows)
-      return {'joint': self.joint_loss(variables_of(nets['joint']), batch, state.extra)[1]}
-
+    step, metrics = one_network_step(self.joint_net.tx, 'joint', self.joint_loss,
+                                     lambda nets, rows, key: self.joint_batch(rows), state.extra)
     nets, key, records = fused_epoch(
         step, state.nets, data, state.train_key, draw=self.draw_joint, take=networks.take_slices,
         prepare=self.joint_advantages if self.per_chunk else None, evaluate=metrics,

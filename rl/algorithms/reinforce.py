@@ -15,7 +15,7 @@ from rl.learner.checks import check_backend
 from rl.learner.checks import check_divisible
 from rl.learner.checks import check_whole_episodes
 from rl.learner.fused_epoch import fused_epoch
-from rl.learner.fused_epoch import variables_of
+from rl.learner.fused_epoch import one_network_step
 from rl.learner.state import with_acting_statistics
 from rl.learner.trainer import RLTrainer
 from rl.nets import heads
@@ -93,16 +93,8 @@ class PolicyTrainer(RLTrainer):
       data, table = data
       return slices.draw(data, key, self.batch_size, self.max_slice_length, table=table)
 
-    def step(nets, rows, key):
-      del key
-      policy, stepped = self.policy_net.gradient_step(nets['policy'], self.policy_loss,
-                                             self.policy_batch(rows))
-      return {**nets, 'policy': policy}, {'policy': stepped}
-
-    def metrics(nets, rows, key):
-      del key
-      return {'policy': self.policy_loss(variables_of(nets['policy']), self.policy_batch(rows))[1]}
-
+    step, metrics = one_network_step(self.policy_net.tx, 'policy', self.policy_loss,
+                                     lambda nets, rows, key: self.policy_batch(rows))
     nets, key, records = fused_epoch(
         step, state.nets, data['policy'], state.train_key, draw=draw, take=networks.take_slices,
         prepare=draw_table, evaluate=metrics, n_chunks=self.evals,

@@ -83,6 +83,23 @@ def gradient_step(tx, net, loss_fn, *args):
   return net, NetworkStep(value, optax.tree.norm(grads), metrics)
 
 
+def one_network_step(tx, name, loss_fn, make_batch, *args):
+  """(step, evaluate) of a fused epoch that trains network `name` alone; pure.
+
+  Each step makes its batch, make_batch(nets, rows, key), and takes one
+  gradient step of loss_fn(variables, batch, *args); evaluate gives the
+  same loss's metrics under the network as it stands. The carry is
+  {network name: its state}.
+  """
+  def step(nets, rows, key):
+    net, stepped = gradient_step(tx, nets[name], loss_fn, make_batch(nets, rows, key), *args)
+    return {**nets, name: net}, {name: stepped}
+
+  def evaluate(nets, rows, key):
+    return {name: loss_fn(variables_of(nets[name]), make_batch(nets, rows, key), *args)[1]}
+  return step, evaluate
+
+
 def weights_norm(params):
   """The global L2 norm of `params`, as one reduction over all of them joined.
 
