@@ -1,9 +1,11 @@
 """Counts the lines a reader must read to follow one epoch's update of an algorithm.
 
 Builds a config's trainer, collects one epoch and traces the algorithm's
-update as the learner compiles it, recording every function of this
-repository that the trace runs: the path from where the learner calls the
-algorithm's update down to the losses, the advantages and the minibatch draw.
+update as the learner calls it, recording every function of this repository
+that the trace runs: the path from the algorithm's `update` down to the
+losses, the advantages and the minibatch draw. The learner's own work around
+the call (the networks' normaliser statistics before it, the EpochResults of
+its StepRecords after it) is not on it.
 Collection, the env step, the network bodies (rl/nets), the action
 distributions and the optimizers with their schedules (rl/optim) are not on it. A function counts once with all its lines
 (nested functions included); the script prints, per file, the lines and the
@@ -43,7 +45,8 @@ def traced_functions(config, bindings):
   learner = trainer.learner
   learner.collect(epoch_id=1)
   data = trainer.epoch_data(1)
-  state = learner.train_state
+  from rl.learner.state import with_acting_statistics  # pylint: disable=import-outside-toplevel
+  state = with_acting_statistics(learner.train_state)
   seen = set()
 
   def record(frame, event, arg):
@@ -52,10 +55,9 @@ def traced_functions(config, bindings):
       path = os.path.relpath(frame.f_code.co_filename, ROOT)
       if not path.startswith('..') and not path.startswith(EXCLUDED) and path.endswith('.py'):
         seen.add(frame.f_code)
-  update = getattr(learner, '_update_then_metrics')
   sys.setprofile(record)
   try:
-    jax.jit(update).lower(state, data)
+    jax.jit(trainer.update).lower(state, data)
   finally:
     sys.setprofile(None)
   return seen

@@ -5,8 +5,9 @@ seed (its own folder, checkpoints, metrics and log; rl.experiment.prepared_run).
 JAX-native envs every seed's whole epoch (collection, advantages, gradient
 steps) is the same pure function of that seed's state (RLTrainer.jax_epoch),
 so `train_together` stacks the seeds' states and runs that function under
-`jax.vmap`: one call for all of them, several epochs to a call as a lone
-run's (rl.learner.look_ahead), and likewise one call per evaluation
+`jax.vmap`: one call for all of them, several epochs to a call and
+dispatched ahead by a lone run's driver (rl.learner.look_ahead.LookAhead,
+with `Seeds` for the batch's side), and likewise one call per evaluation
 (`play_together`). Each seed then books its epoch as a lone
 run would (metrics, checkpoints, the stop at a target return), which is why
 each seed's folder resumes and reads like any other run's. A seed that stops
@@ -14,7 +15,6 @@ early (its target reached) rides along in the batch, its results dropped,
 until the others are done: the batch keeps its shape and so its compiled
 program.
 """
-import collections
 import os
 import time
 from typing import NamedTuple
@@ -28,8 +28,6 @@ from rl import metrics as metrics_lib
 from rl.envs.task import MAX_SEED
 from rl.errors import ConfigError
 from rl.errors import Interrupted
-from rl.errors import NonFiniteLossError
-from rl.errors import WriteFailed
 from rl.learner import look_ahead
 from rl.learner.state import ActingState
 
@@ -178,16 +176,58 @@ def read_together(returns, which, seconds):
               seconds / len(which)) for i in which}
 
 
-class _Call(NamedTuple):
-  """The batch's epochs dispatched in one call, not yet read."""
-  n: int  # epochs per seed
-  outputs: tuple  # (stacked state, stacked carry, outputs [seeds, epochs, ...]), futures
-  played: dict  # play_together's returns after the call's last epochs, or None
-  evaluating: list  # the seeds (indices) that evaluate after the call's last epoch
+class Seeds:
+  """A batch's side of rl.learner.look_ahead.LookAhead: the epochs' program vmapped over the
+  seeds, their states stacked on the device from one call to the next, the evaluation
+  played together (`together`: several seeds that evaluate), and each seed's state read
+  back only for an epoch whose booking reads it."""
+
+  def __init__(self, learners, together):
+    lead = learners[0]
+    self.learners = learners
+    self.together = together
+    self.program = compiler.jit(jax.vmap(
+        look_ahead.epochs_program(lead.jax_epoch, lead.jax_epoch_steps),
+        in_axes=(0, 0, 0, 0, None)))
+    self._stacked = None
+    self._states = None  # (Read, the batch's states read back at its last epoch)
+
+  def start(self, after):
+    """The stacked (state, carry) of the call after the Read `after` (None: the seeds')."""
+    if after is not None:
+      return after.call.outputs[:2]
+    if self._stacked is None:
+      self._stacked = (_stack([t.train_state for t in self.learners]),
+                       _stack([t.task.carry for t in self.learners]))
+    return self._stacked
+
+  def unchanged(self, inputs):
+    del inputs
+    return True  # the batch's state is its own: nothing replaces it between calls
+
+  def stack_host(self, rows):
+    return _stack_host(rows)
+
+  def play(self, state, evaluating, ahead):
+    return play_together(self.learners, state, ahead) if self.together else None
+
+  def read_evaluation(self, returns, evaluating, seconds):
+    return read_together(returns, evaluating, seconds)
+
+  def epoch_outputs(self, read, i, j, evaluation):
+    """Seed i's jax_epoch outputs of the call's epoch j; its state (read back once for all
+    seeds) only at the call's last epoch, when its booking reads it."""
+    learner, state = self.learners[i], (None, None)
+    if j == read.call.n - 1 and learner.reads_state(learner.epoch + 1, evaluation):
+      if self._states is None or self._states[0] is not read:
+        self._states = (read, _read_states(read.call.outputs[:2]))
+      state = _seed_states(self._states[1], i)
+    return state + jax.tree_util.tree_map(lambda x: x[i][j], read.host)
 
 
 def train_together(runs):
   """Trains PreparedRuns (rl.experiment) of one config and different seeds, vmapped (module doc)."""
+  from rl import experiment  # pylint: disable=import-outside-toplevel
   trainers = [r.learner for r in runs]
   lead = trainers[0]
   # The seeds share one acting function and one evaluation program: their
@@ -198,102 +238,34 @@ def train_together(runs):
   together = len(trainers) > 1 and bool(lead.options.n_eval_episodes)
   for trainer in trainers:
     trainer.evaluates_alone = not together
-  evaluation_compiled = not together
-  program = compiler.jit(jax.vmap(
-      look_ahead.epochs_program(lead.jax_epoch, lead.jax_epoch_steps),
-      in_axes=(0, 0, 0, 0, None)))
+  batch = Seeds(trainers, together)
+  ahead = look_ahead.LookAhead(batch, calls_ahead=CALLS_AHEAD)
   loops = [r.epoch_loop() for r in runs]
-  first_call = True
-
-  def dispatch(states, ahead):
-    """The call of every seed's epochs from `ahead` epochs after its current one on, and the
-    evaluation behind it; None when no seed has epochs left there."""
-    nonlocal first_call
-    active = [(loop, t) for loop, t in zip(loops, trainers) if not loop.done]
-    if not any(t.epoch + ahead < loop.n_epochs for loop, t in active):
-      return None
-    # Each seed's epoch numbers and what they imply (DQN's epsilon): resumed
-    # seeds need not stand at the same epoch. The call ends where any seed's
-    # booking reads its state; the process's first call runs one epoch.
-    n = 1 if first_call else min(
-        look_ahead.call_length(t.epoch + 1 + ahead, loop.n_epochs, loop.needs_state)
-        for loop, t in active if t.epoch + ahead < loop.n_epochs)
-    first_call = False
-    inputs = _stack_host([look_ahead.call_inputs(t.epoch_args, t.epoch + 1 + ahead, n)
-                          for t in trainers])
-    outputs = program(*states, *inputs, np.int32(n))
-    evaluating = [i for i, (loop, t) in enumerate(zip(loops, trainers))
-                  if not loop.done and t.epoch + ahead + n <= loop.n_epochs
-                  and t.evaluates(t.epoch + ahead + n)]
-    played = (play_together(trainers, outputs[0], ahead + n)
-              if together and evaluating else None)
-    return _Call(n, outputs, played, evaluating)
-
-  current, queued = None, collections.deque()
   current_run = runs[0]
-  read_at = None  # perf_counter time the last call's read ended
-  try:
-    while not all(loop.done for loop in loops):
-      start = time.perf_counter()
-      loops[0].begin()  # the first epoch compiles: say so, with progress lines
-      # The states stay stacked on the device from one call to the next; a
-      # seed's own copy is read back only for its bookkeeping.
-      if current is None:
-        current = (_stack([t.train_state for t in trainers]),
-                   _stack([t.task.carry for t in trainers]))
-      if not evaluation_compiled:
-        compile_evaluation(trainers, current[0])  # in the first epoch, as a lone run does
-        evaluation_compiled = True
-      call = queued.popleft() if queued else dispatch(current, 0)
-      current = call.outputs[:2]
-      # The next calls, each a function of the one before's outputs only, run
-      # on the device while this one is booked on the host (the numbers are
-      # those of one epoch after the other), each behind its predecessor's
-      # evaluation: CALLS_AHEAD of them, so that a checkpoint of every seed
-      # (more host work than a call's device time) leaves the device busy.
-      while len(queued) < CALLS_AHEAD:
-        last = queued[-1] if queued else call
-        following = dispatch(last.outputs[:2], call.n + sum(c.n for c in queued))
-        if following is None:
-          break
-        queued.append(following)
-      begun = start if read_at is None else min(start, read_at)
-      host = jax.device_get(call.outputs[2])
-      read_at = time.perf_counter()
-      # The evaluation runs on the device after the call: read after it, its
-      # seconds are its own, and the call's time is shared by its epochs.
-      seconds, evaluations = (read_at - begun) / call.n, {}
-      if call.played is not None:
-        returns = jax.device_get(call.played)
-        evaluated = time.perf_counter()
-        evaluations = read_together(returns, call.evaluating, evaluated - read_at)
-        read_at = evaluated
-      # Each seed's metrics; its state only for an epoch whose booking reads it
-      # (a checkpoint, the last, an evaluation played alone), read back once for all.
-      states = None
-      for j in range(call.n):
-        for i, (run, loop, trainer) in enumerate(zip(runs, loops, trainers)):
-          if loop.done:
-            continue
-          mine, evaluation = (None, None), None
-          if j == call.n - 1:
-            evaluation = evaluations.get(i)
-            if loop.needs_state(trainer.epoch + 1, evaluation):
-              states = _read_states(call.outputs[:2]) if states is None else states
-              mine = _seed_states(states, i)
-          mine += jax.tree_util.tree_map(lambda x, i=i, j=j: x[i][j], host)
-          current_run = run
-          loop.finish(run.learner.run_epoch(outputs=mine, seconds=seconds,
-                                            evaluation=evaluation), start)
-    for run in runs:
-      current_run = run
-      run.checkpointer.wait()  # every seed's last checkpoint is on disk before the job says done
-  except KeyboardInterrupt:
+
+  def interrupted():
     stops = {os.path.basename(r.output_dir): r.stopped_at() for r in runs}
-    raise Interrupted(interrupted_message(os.path.dirname(runs[0].output_dir), stops)) from None
-  except NonFiniteLossError as e:
-    raise current_run.non_finite(e) from None
-  except WriteFailed as e:
-    raise current_run.write_failed(e) from None
+    return Interrupted(interrupted_message(os.path.dirname(runs[0].output_dir), stops))
+  try:
+    with experiment.one_line_errors(lambda: current_run, interrupted):
+      while not all(loop.done for loop in loops):
+        start = time.perf_counter()
+        loops[0].begin()  # the first epoch compiles: say so, with progress lines
+        if ahead.current is None and together:
+          # In the first epoch, as a lone run does.
+          compile_evaluation(trainers, batch.start(None)[0])
+        read = ahead.read_next(start)
+        for j in range(read.call.n):
+          for i, (run, loop) in enumerate(zip(runs, loops)):
+            if loop.done:
+              continue
+            evaluation = read.evaluations.get(i) if j == read.call.n - 1 else None
+            current_run = run
+            loop.finish(run.learner.run_epoch(
+                outputs=batch.epoch_outputs(read, i, j, evaluation), seconds=read.seconds,
+                evaluation=evaluation), start)
+      for run in runs:
+        current_run = run
+        run.checkpointer.wait()  # every seed's last checkpoint is on disk before the job says done
   finally:
     loops[0].end_progress()

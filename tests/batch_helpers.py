@@ -9,7 +9,6 @@ test's batch is repeatable), and bring the batch back to the host.
 """
 import jax
 
-from rl.algorithms import networks
 from rl.data import slices
 
 
@@ -18,7 +17,7 @@ def _batch(prepare, draw, make, data, seed):
   def batch(data, key):
     key, prepare_key = jax.random.split(key)
     data = prepare(data, prepare_key)
-    return make(networks.take_slices(data, draw(data, key)), key)
+    return make(slices.take_slices(data, draw(data, key)), key)
   return jax.device_get(jax.jit(batch)(data, jax.random.PRNGKey(seed)))
 
 

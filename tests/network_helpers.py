@@ -10,7 +10,9 @@ import time
 import jax
 
 from rl import compiler
+from rl.learner.fused_epoch import epoch_result
 from rl.learner.fused_epoch import fused_epoch
+from rl.learner.fused_epoch import gradient_step
 from rl.learner.fused_epoch import variables_of
 
 
@@ -32,7 +34,7 @@ class Epochs:
 
     def step(loop, rows, key):
       net, carry = loop
-      net, stepped = trainer.gradient_step(net, loss, make(rows, key, carry))
+      net, stepped = gradient_step(trainer.tx, net, loss, make(rows, key, carry))
       if after_step is not None:
         carry = after_step(carry, variables_of(net), net['step'])
       return (net, carry), {'net': stepped}
@@ -46,7 +48,7 @@ class Epochs:
           step, (net, carry), data, key, draw=draw, take=take, n_chunks=n_chunks,
           steps_per_chunk=n_steps // n_chunks, evaluate=evaluate, n_eval_steps=n_eval_steps,
           batch_sharding=trainer.batch_sharding)
-      return net, key, carry, trainer.result(records['net'], net)
+      return net, key, carry, epoch_result(records['net'], net, trainer.lr_schedule)
     self._epoch = compiler.jit(epoch, static_argnames=('n_steps', 'n_chunks', 'n_eval_steps'))
     self._loss = compiler.jit(loss)
 

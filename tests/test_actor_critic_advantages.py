@@ -3,9 +3,10 @@
 PPO bootstraps every estimator (td_k, td_lambda, GAE) through the added
 policy slice while its policy sees only the slice's own step; A2C's
 Monte-Carlo value targets are the stored discounted returns; and the
-windowed advantages take an estimator's every-row form, which gives the
+row advantages take an estimator's every-row form, which gives the
 same numbers as its windows.
 """
+import dataclasses
 import math
 
 import jax.numpy as jnp
@@ -61,11 +62,10 @@ def test_monte_carlo_value_targets_are_the_stored_returns():
                              np.array([stored[i] for i in t]), rtol=1e-6)
 
 
-def test_windowed_advantages_take_the_estimators_every_row_form():
+def test_row_advantages_take_the_estimators_every_row_form():
   """With GAE, every stored row's advantage comes from `every_row`, not from
   [capacity, margin + 1] windows; both give the same numbers, padding included."""
   from rl.data import slices  # pylint: disable=import-outside-toplevel
-  from rl.algorithms.actor_critic import windowed_advantages  # pylint: disable=import-outside-toplevel
   rng = np.random.default_rng(0)
   lengths = [5, 1, 9, 3]  # steps; each trajectory also has its final-observation row
   n = sum(lengths) + len(lengths)
@@ -77,7 +77,7 @@ def test_windowed_advantages_take_the_estimators_every_row_form():
   data = slices.pad(rows, starts, np.array([k + 1 for k in lengths], np.int32))
   values = jnp.asarray(rng.normal(size=data.row_end.shape[0]).astype(np.float32))
   estimator = advantages.gae(0.99, 4, 0.9)
-  assert hasattr(estimator, 'every_row')
-  windowed = lambda *args: estimator(*args)  # noqa: E731  (the same estimator, windows only)
-  np.testing.assert_allclose(windowed_advantages(data, values, estimator, 4),
-                             windowed_advantages(data, values, windowed, 4), atol=1e-5)
+  assert estimator.every_row is not None
+  windowed = dataclasses.replace(estimator, every_row=None)  # the same estimator, windows only
+  np.testing.assert_allclose(slices.row_advantages(data, values, estimator),
+                             slices.row_advantages(data, values, windowed), atol=1e-5)

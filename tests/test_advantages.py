@@ -15,9 +15,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from rl.data.trajectories import discounted_returns
 from rl.ops import advantages
-from rl.ops.advantages import (discounted_returns, gae, monte_carlo, normalize, td_k,
-                           td_lambda)
+from rl.ops.advantages import gae, monte_carlo, normalize, td_k, td_lambda
 
 GAMMA = 0.5
 LAMBDA = 0.5
@@ -78,7 +78,7 @@ def test_td_k_bootstrap_row_by_hand():
                                 [[2, 0, 0, 1], [2, 2, 1, 1]])
   np.testing.assert_array_equal(monte_carlo(GAMMA, 2).bootstrap_row(dones, mask),
                                 np.zeros((2, 4)))
-  assert not hasattr(gae(GAMMA, 2, LAMBDA), "bootstrap_row")
+  assert gae(GAMMA, 2, LAMBDA).bootstrap_row is None
 
 
 @pytest.mark.parametrize("margin", [1, 2, 4])
@@ -252,9 +252,19 @@ def test_estimators_do_not_mutate_inputs():
     np.testing.assert_array_equal(original, copy)
 
 
-def test_td_k_rejects_margin_zero():
+def test_estimators_declare_what_they_need():
+  """The trainers' checks read these: margin >= 1 for bootstrapping, whole episodes for
+  Monte-Carlo returns."""
+  made = [gae(GAMMA, 2, LAMBDA), td_lambda(GAMMA, 2, LAMBDA), td_k(GAMMA, 2), monte_carlo(GAMMA, 0)]
+  assert [e.bootstraps for e in made] == [True, True, True, False]
+  assert [e.whole_episodes for e in made] == [False, False, False, True]
+  assert [e.margin for e in made] == [2, 2, 2, 0]
+  assert [e.name for e in made] == ["gae", "td_lambda", "td_k", "monte_carlo"]
+
+
+def test_margin_must_be_a_whole_number():
   with pytest.raises(ValueError, match="margin"):
-    td_k(GAMMA, 0)
+    td_k(GAMMA, 1.5)
 
 
 def test_margin_longer_than_slice_is_rejected():
@@ -303,5 +313,5 @@ def test_normalize_ignores_masked_entries():
 
 
 def test_module_exports():
-  for name in ("monte_carlo", "td_k", "td_lambda", "gae", "discounted_returns", "normalize"):
+  for name in ("monte_carlo", "td_k", "td_lambda", "gae", "normalize", "masked_mean"):
     assert callable(getattr(advantages, name))

@@ -24,7 +24,6 @@ from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
 from rl.envs.task import RLTask
 from task_helpers import built_task
-from rl.algorithms import row_advantages
 from rl.algorithms.a2c import A2C
 from run_helpers import ROOT
 
@@ -205,14 +204,14 @@ def test_value_blocks_give_the_values_of_one_call(monkeypatch):
     return trainer.state_values(value, obs, dist_inputs, k, 'mean')
 
   def values():
-    return np.asarray(jax.jit(lambda d, k: row_advantages.row_values(
+    return np.asarray(jax.jit(lambda d, k: slices.row_values(
         d, task.observation_space, k, state_values))(data, key))
   whole = values()
   # 64 observations of 64 bytes a block: 1024 rows in 16 blocks.
-  monkeypatch.setattr(row_advantages, 'VALUE_BLOCK_BYTES', 64 * 64)
-  assert row_advantages.block_rows(64, 64 * 64) == 64
+  monkeypatch.setattr(slices, 'VALUE_BLOCK_BYTES', 64 * 64)
+  assert slices.block_rows(64, 64 * 64) == 64
   np.testing.assert_allclose(values(), whole, rtol=1e-6, atol=1e-6)
-  assert row_advantages.block_rows(4 * 84 * 84, 32 * 2**20) == 1024  # stacked Atari frames
+  assert slices.block_rows(4 * 84 * 84, 32 * 2**20) == 1024  # stacked Atari frames
   task.close()
 
 

@@ -141,7 +141,7 @@ def test_the_epoch_dispatched_ahead_changes_no_number_and_yields_to_a_new_state(
   # Epoch 1 ran alone (the process's first call); epochs 2-4 run in one call,
   # dispatched as epoch 1 was read.
   current = ahead.learner.look_ahead.current
-  assert (current.call.first, current.call.n) == (2, 3)
+  assert (current.call.firsts, current.call.n) == ([2], 3)
   # Another state of the same epoch put in place meanwhile (a restore): the
   # next epoch starts from it, not from the call's.
   arrays, meta = jax.device_get(one_by_one.state_dict())
@@ -149,7 +149,7 @@ def test_the_epoch_dispatched_ahead_changes_no_number_and_yields_to_a_new_state(
   for trainer in (one_by_one, ahead):
     trainer.load_state_dict(arrays, meta)
   assert numbers(ahead.learner.run_epoch()) == numbers(one_by_one.learner.run_epoch())
-  assert ahead.learner.look_ahead.pending is None  # nothing comes after the last epoch
+  assert not ahead.learner.look_ahead.queued  # nothing comes after the last epoch
 
 
 def test_dqn_keeps_its_replay_on_the_device_and_resumes_exactly():

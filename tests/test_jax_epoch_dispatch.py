@@ -50,22 +50,23 @@ def compilations():
 def test_an_evaluating_epoch_dispatches_the_next_behind_its_evaluation():
   learner = trainer(seed=5, last_epoch=6).learner
   calls = []
-  play, dispatch = learner.task.play, learner.look_ahead._dispatch  # pylint: disable=protected-access
+  play, dispatch = learner.task.play, learner.look_ahead.dispatch
 
   def recorded_play(*args):
     calls.append('play')
     return play(*args)
 
-  def recorded_dispatch(first, n, state, carry):
-    calls.append((first, n))
-    return dispatch(first, n, state, carry)
+  def recorded_dispatch(state, carry, firsts, n):
+    calls.append((firsts[0], n))
+    return dispatch(state, carry, firsts, n)
   learner.task.play = recorded_play
-  learner.look_ahead._dispatch = recorded_dispatch  # pylint: disable=protected-access
+  learner.look_ahead.dispatch = recorded_dispatch
   pending = []
   for _ in range(6):
     record = learner.run_epoch()
-    ahead = learner.look_ahead.pending
-    pending.append((record['epoch'], 'eval_return' in record, ahead and ahead.first))
+    queued = learner.look_ahead.queued
+    pending.append((record['epoch'], 'eval_return' in record,
+                    queued[0].firsts[0] if queued else None))
   # Epochs 2, 4 and 6 evaluate. The first call runs one epoch (it compiles);
   # then each call runs up to the next evaluation, and the call after it is
   # on its way while it is booked.

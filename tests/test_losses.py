@@ -2,27 +2,31 @@
 import numpy as np
 import pytest
 
+from rl.algorithms import actor_critic
+from rl.algorithms import batches
 from rl.algorithms import ppo
 from rl.ops import losses
+from rl.ops.advantages import masked_mean
+from rl.ops.advantages import masked_means
 
 
 def test_masked_mean_ignores_padding():
   x = np.array([[1.0, 3.0, 100.0]])
   mask = np.array([[1.0, 1.0, 0.0]])
-  assert float(losses.masked_mean(x, mask)) == pytest.approx(2.0)
-  assert float(losses.masked_mean(x, np.zeros_like(mask))) == 0.0
+  assert float(masked_mean(x, mask)) == pytest.approx(2.0)
+  assert float(masked_mean(x, np.zeros_like(mask))) == 0.0
 
 
 def test_masked_means_are_masked_means_in_one_reduction():
   # Real steps (mask 1): x 1 and 3 -> 2; y 4 and -2 -> 1; the padding's inf stays out.
   mask = np.array([[1.0, 1.0, 0.0]])
-  means = losses.masked_means(mask, x=np.array([[1.0, 3.0, 100.0]]),
-                              y=np.array([[4.0, -2.0, np.inf]]))
+  means = masked_means(mask, x=np.array([[1.0, 3.0, 100.0]]),
+                       y=np.array([[4.0, -2.0, np.inf]]))
   assert list(means) == ['x', 'y']
   assert float(means['x']) == pytest.approx(2.0)
   assert float(means['y']) == pytest.approx(1.0)
-  assert float(losses.masked_means(np.zeros_like(mask), x=np.ones((1, 3)))['x']) == 0.0
-  assert losses.masked_means(mask) == {}
+  assert float(masked_means(np.zeros_like(mask), x=np.ones((1, 3)))['x']) == 0.0
+  assert masked_means(mask) == {}
 
 
 def test_reinforce_loss_by_hand():
@@ -44,11 +48,14 @@ def test_reinforce_gradient_raises_probability_of_good_actions():
 
 
 def test_value_loss_by_hand():
-  values = np.array([[1.0, 2.0, 9.0]])
-  targets = np.array([[0.0, 4.0, 0.0]])
-  mask = np.array([[1.0, 1.0, 0.0]])
-  # (1 + 4) / 2 real steps.
-  assert float(losses.value_loss(values, targets, mask)) == pytest.approx(2.5)
+  values = np.array([[[1.0], [2.0], [9.0]]])
+  batch = batches.ValueBatch(observation=None, action=None, target=np.array([[0.0, 4.0, 0.0]]),
+                             mask=np.array([[1.0, 1.0, 0.0]]))
+  loss, metrics = actor_critic.value_loss(values, batch, 10.0)
+  # (1 + 4) / 2 real steps; value_mean is the real steps' (1 + 2) / 2 in return units.
+  assert float(loss) == pytest.approx(2.5)
+  assert float(metrics['value_loss']) == pytest.approx(2.5)
+  assert float(metrics['value_mean']) == pytest.approx(15.0)
 
 
 def test_a2c_loss_by_hand():

@@ -20,12 +20,13 @@ from rl.algorithms import networks
 from rl.data import slices
 from rl.learner.acting import Acting
 from rl.learner.fused_epoch import fused_epoch
+from rl.learner.fused_epoch import gradient_step
 from rl.learner.fused_epoch import variables_of
 from rl.learner.trainer import RLTrainer
 from rl.nets.mlp import MLPModule
 from rl.ops import advantages
 from rl.ops.distributions import Gaussian
-from rl.ops.losses import masked_mean
+from rl.ops.advantages import masked_mean
 from rl.ops.q_learning import q_targets
 
 
@@ -156,20 +157,18 @@ class DDPG(RLTrainer):
     batch = Transitions(*(rows[field] for field in Transitions._fields))
     actor, critic = self.actor_net.model, self.critic_net.model
     y = td_targets(actor, critic, targets, batch, self.estimator)
-    new_critic, critic_step = self.critic_net.gradient_step(
-        nets['critic'], lambda v, b: critic_loss(critic, v, b, y), batch)
-    new_actor, actor_step = self.actor_net.gradient_step(
-        nets['actor'], lambda v, b: actor_loss(actor, critic, v, variables_of(new_critic), b),
-        batch)
+    new_critic, critic_step = gradient_step(
+        self.critic_net.tx, nets['critic'], lambda v, b: critic_loss(critic, v, b, y), batch)
+    new_actor, actor_step = gradient_step(
+        self.actor_net.tx, nets['actor'],
+        lambda v, b: actor_loss(actor, critic, v, variables_of(new_critic), b), batch)
     nets = {'actor': new_actor, 'critic': new_critic}
     return (nets, polyak(targets, nets, self.tau)), {'actor': actor_step, 'critic': critic_step}
 
   def update(self, state, data):
     (nets, targets), key, records = fused_epoch(
         self.train_step, (state.nets, state.extra['targets']), data, state.train_key,
-        draw=self.draw, take=networks.take_slices, n_chunks=1,
+        draw=self.draw, take=slices.take_slices, n_chunks=1,
         steps_per_chunk=self.train_steps)
-    results = {'actor': self.actor_net.result(records['actor'], nets['actor']),
-               'critic': self.critic_net.result(records['critic'], nets['critic'])}
     state = state._replace(nets=nets, train_key=key, extra={'targets': targets})
-    return state, results, {}
+    return state, records, {}

@@ -11,7 +11,7 @@ An epoch trains the value network, then the policy (`ActorCriticTrainer.update`)
      trains on Q-values of sampled actions instead).
 
 Values and advantages are computed for every stored step once per chunk
-(rl.algorithms.row_advantages), and each batch gathers them.
+(rl.data.slices.row_values and row_advantages), and each batch gathers them.
 """
 from typing import NamedTuple
 
@@ -23,25 +23,23 @@ from rl.algorithms import batches
 from rl.algorithms import networks
 from rl.algorithms.q_baseline import QBaseline
 from rl.algorithms.q_baseline import parse_aggregate
-from rl.algorithms.row_advantages import row_values
-from rl.algorithms.row_advantages import windowed_advantages
 from rl.data import slices
 from rl.errors import ConfigError
 from rl.learner.acting import Acting
 from rl.learner.checks import check_divisible
-from rl.learner.checks import check_estimator_margin
+from rl.learner.checks import check_estimator
 from rl.learner.checks import check_on_policy
-from rl.learner.checks import check_whole_episodes
 from rl.learner.fused_epoch import fused_epoch
 from rl.learner.fused_epoch import one_network_step
 from rl.learner.fused_epoch import variables_of
-from rl.learner.state import with_acting_statistics
 from rl.learner.trainer import RLTrainer
 from rl.nets import heads
 from rl.nets.variables import copy_shared_layers
 from rl.nets.variables import top_level_layers
 from rl.ops import advantages as advantages_lib
-from rl.ops import losses
+from rl.ops.advantages import masked_mean
+from rl.ops.advantages import masked_means
+from rl.ops.advantages import normalize_advantages
 
 
 class PolicyTerms(NamedTuple):
@@ -55,9 +53,9 @@ class PolicyTerms(NamedTuple):
 
 def value_loss(values, batch, value_scale):
   """(loss, metrics) of a value network's outputs [B, L, 1] regressing on a ValueBatch."""
-  loss = losses.value_loss(values[..., 0], batch.target, batch.mask)
-  return loss, {'value_loss': loss,
-                'value_mean': losses.masked_mean(values[..., 0] * value_scale, batch.mask)}
+  loss = masked_mean((values[..., 0] - batch.target) ** 2, batch.mask)
+  return loss, {'value_loss': loss, 'value_mean': masked_mean(values[..., 0] * value_scale,
+                                                              batch.mask)}
 
 
 def policy_loss(objective, dist, dist_inputs, batch, normalization, extra):
@@ -68,17 +66,17 @@ def policy_loss(objective, dist, dist_inputs, batch, normalization, extra):
   """
   mask, advantages = batch.mask, batch.advantage
   if normalization is not None:
-    advantages = losses.normalize_advantages(advantages, mask, *normalization)
+    advantages = normalize_advantages(advantages, mask, *normalization)
   log_probs = dist.log_prob(dist_inputs, batch.action)
   old_log_probs = dist.log_prob(batch.dist_inputs, batch.action)
   entropy = dist.entropy(dist_inputs)
   loss, metrics = objective(PolicyTerms(log_probs, old_log_probs, advantages, entropy, mask),
                             extra)
-  means = losses.masked_means(mask, advantage_mean=batch.advantage, policy_entropy=entropy)
+  means = masked_means(mask, advantage_mean=batch.advantage, policy_entropy=entropy)
   deviation = batch.advantage - means['advantage_mean']
   return loss, {
       'policy_loss': loss,
-      'advantage_std': jnp.sqrt(losses.masked_mean(deviation ** 2, mask)),
+      'advantage_std': jnp.sqrt(masked_mean(deviation ** 2, mask)),
       **means,
       **metrics,
   }
@@ -170,21 +168,20 @@ class ActorCriticTrainer(RLTrainer):
     check_divisible(value_train_steps_per_epoch, value_evals_per_epoch,
                     'value_train_steps_per_epoch', 'value_evals_per_epoch')
     q_value_aggregate = parse_aggregate(name, q_value_aggregate, q_value_aggregate_max)
-    advantage_estimator = advantage_estimator or advantages_lib.gae
-    check_estimator_margin(self, advantage_estimator, added_policy_slice_length)
-    if advantage_estimator is advantages_lib.monte_carlo:
-      check_whole_episodes(self, task, kwargs, 'use a bootstrapping estimator (@gae with '
-                           'added_policy_slice_length >= 1)')
+    self.margin = int(added_policy_slice_length)
+    self.estimator = (advantage_estimator or advantages_lib.gae)(gamma=task.gamma,
+                                                                  margin=self.margin)
+    check_estimator(self, self.estimator,
+                    f'added_policy_slice_length must be >= 1 (got {self.margin})', task, kwargs,
+                    'use a bootstrapping estimator (@gae with added_policy_slice_length >= 1)')
     self.q_baseline = (QBaseline(name, task, self.dist, q_value_aggregate,
                                  q_value_temperature, q_value_n_samples) if q_value else None)
     self.max_slice_length = max_slice_length
-    self.margin = int(added_policy_slice_length)
     self.n_shared_layers = int(n_shared_layers)
     self.n_replay_epochs = int(n_replay_epochs)
     self.normalization = ((advantage_normalization_epsilon, advantage_normalization_factor)
                           if advantage_normalization else None)
     self.value_scale = 1.0 / (1.0 - task.gamma) if scale_value_targets else 1.0
-    self.estimator = advantage_estimator(gamma=task.gamma, margin=self.margin)
     self.value_batch_size = value_batch_size
     self.value_train_steps = value_train_steps_per_epoch
     self.value_evals = value_evals_per_epoch
@@ -241,33 +238,25 @@ class ActorCriticTrainer(RLTrainer):
   # -- the epoch ---------------------------------------------------------------------
 
   def update(self, state, data):
-    # Both nets get the acting statistics before anything is copied: with the
-    # normaliser among the shared layers, the copy below hands the policy's
-    # statistics to the value net, so the policy's must be current already.
-    state = with_acting_statistics(state, 'policy')
-    state = with_acting_statistics(state, 'value')
     nets = self.shared_layers(state.nets, 'policy', 'value')
     # 1. The value network, on targets from itself as each chunk starts.
     value_step, value_metrics = one_network_step(
         self.value_net.tx, 'value', self.value_loss, lambda nets, rows, key: self.value_batch(rows))
     nets, key, value = fused_epoch(
         value_step, nets, data['value'], state.train_key, draw=self.draw_value,
-        take=networks.take_slices, prepare=self.value_targets, evaluate=value_metrics,
+        take=slices.take_slices, prepare=self.value_targets, evaluate=value_metrics,
         n_chunks=self.value_evals, steps_per_chunk=self.value_train_steps // self.value_evals,
         n_eval_steps=self.value_eval_steps, batch_sharding=self.value_net.batch_sharding)
     nets = self.shared_layers(nets, 'value', 'policy')
-    state = with_acting_statistics(state._replace(nets=nets), 'policy')
     # 2. The policy, on advantages from the value network as its training left it.
     policy_step, policy_metrics = one_network_step(
         self.policy_net.tx, 'policy', self.policy_loss, self.policy_batch, state.extra)
     nets, key, policy = fused_epoch(
-        policy_step, state.nets, data['policy'], key, draw=self.draw_policy,
-        take=networks.take_slices, prepare=self.policy_advantages, evaluate=policy_metrics,
+        policy_step, nets, data['policy'], key, draw=self.draw_policy,
+        take=slices.take_slices, prepare=self.policy_advantages, evaluate=policy_metrics,
         n_chunks=self.policy_evals, steps_per_chunk=self.policy_train_steps // self.policy_evals,
         n_eval_steps=self.policy_eval_steps, batch_sharding=self.policy_net.batch_sharding)
-    results = {'value': self.value_net.result(value['value'], nets['value']),
-               'policy': self.policy_net.result(policy['policy'], nets['policy'])}
-    return state._replace(nets=nets, train_key=key), results, {}
+    return state._replace(nets=nets, train_key=key), {**value, **policy}, {}
 
   def shared_layers(self, nets, src, dst):
     """`nets` with the first n_shared_layers of network src copied into network dst (pure)."""
@@ -282,19 +271,19 @@ class ActorCriticTrainer(RLTrainer):
 
   def state_values(self, value, obs, dist_inputs, key, mode):
     """V(s) [B, L] under the value network's state `value`, aggregating Q if q_value."""
-    scale = self.value_scale
+    model, variables, scale = self.value_net.model, variables_of(value), self.value_scale
     if self.q_baseline is None:
-      return self.value_net.apply(value, obs)[..., 0] * scale
+      return model.apply(variables, obs)[..., 0] * scale
     return self.q_baseline.state_values(
-        lambda actions: self.value_net.apply(value, obs, actions)[..., 0] * scale,
+        lambda actions: model.apply(variables, obs, actions)[..., 0] * scale,
         dist_inputs, key, mode)
 
   def row_advantages(self, value, data, key, mode):
     """Every stored step's state value and advantage under `value`, [capacity] each."""
-    values = row_values(
+    values = slices.row_values(
         data, self.task.observation_space, key,
         lambda obs, dist_inputs, k: self.state_values(value, obs, dist_inputs, k, mode))
-    return values, windowed_advantages(data, values, self.estimator, self.margin)
+    return values, slices.row_advantages(data, values, self.estimator)
 
   def value_targets(self, nets, data, key):
     """(`data` with each row's value target V + A under `nets`' value network, its

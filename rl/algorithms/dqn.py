@@ -38,14 +38,14 @@ from rl.data import slices
 from rl.errors import ConfigError
 from rl.learner.acting import Acting
 from rl.learner.checks import check_divisible
-from rl.learner.checks import check_whole_episodes
+from rl.learner.checks import check_estimator
 from rl.learner.fused_epoch import fused_epoch
+from rl.learner.fused_epoch import gradient_step
 from rl.learner.fused_epoch import variables_of
-from rl.learner.state import with_acting_statistics
 from rl.learner.trainer import RLTrainer
 from rl.nets import heads
 from rl.ops import advantages as advantages_lib
-from rl.ops import losses
+from rl.ops.advantages import masked_mean
 from rl.ops.q_learning import EpsilonGreedy
 from rl.ops.q_learning import double_q_values
 from rl.ops.q_learning import greedy_values
@@ -251,8 +251,8 @@ class ValueAgent(RLTrainer):
     scale = self._value_scale
     return loss, {
         'value_loss': loss,
-        'value_mean': losses.masked_mean(select_q(q_values, batch.action) * scale, batch.mask),
-        'returns_mean': losses.masked_mean(batch.target * scale, batch.mask),
+        'value_mean': masked_mean(select_q(q_values, batch.action) * scale, batch.mask),
+        'returns_mean': masked_mean(batch.target * scale, batch.mask),
     }
 
   def td_loss(self, q_values, batch):
@@ -271,7 +271,7 @@ class ValueAgent(RLTrainer):
     del key
     nets, target = carry
     batch = self.value_batch(target, variables_of(nets['value']), rows)
-    value, stepped = self.value_net.gradient_step(nets['value'], self.value_loss, batch)
+    value, stepped = gradient_step(self.value_net.tx, nets['value'], self.value_loss, batch)
     target = self.synced(target, variables_of(value), value['step'])
     return ({**nets, 'value': value}, target), {'value': stepped}
 
@@ -297,21 +297,19 @@ class ValueAgent(RLTrainer):
     return {'value': replay, 'epoch': epoch}
 
   def update(self, state, data):
-    state = with_acting_statistics(state, 'value')
     # The epoch's training starts from the held target (or, epoch_start, a
     # fresh copy of the online network), which syncs whenever the global step
     # count reaches a multiple of sync_freq.
     start = state.extra['target'] if self._held_target else variables_of(state.nets['value'])
     (nets, target), key, records = fused_epoch(
         self.value_step, (state.nets, start), self.value_data(data['value']), state.train_key,
-        draw=self.draw_value_slices, take=networks.take_slices, evaluate=self.value_metrics,
+        draw=self.draw_value_slices, take=slices.take_slices, evaluate=self.value_metrics,
         n_chunks=self._value_evals, steps_per_chunk=self._value_train_steps // self._value_evals,
         n_eval_steps=self._value_eval_steps, batch_sharding=self.value_net.batch_sharding)
     state = state._replace(nets=nets, train_key=key)
     if self._held_target:
       state = state._replace(extra=dict(state.extra, target=target))
-    result = self.value_net.result(records['value'], nets['value'])
-    return state, {'value': result}, {'exploration_rate': self._exploration_schedule(data['epoch'])}
+    return state, records, {'exploration_rate': self._exploration_schedule(data['epoch'])}
 
 
 @configurable(denylist=['task', 'output_dir'])
@@ -335,19 +333,14 @@ class DQN(ValueAgent):
     super().__init__(task, **kwargs)
 
   def _init_estimator(self, task, kwargs):
-    estimator = self._estimator_factory
-    if estimator is advantages_lib.monte_carlo:
-      check_whole_episodes(self, task, kwargs, 'use n-step targets (@td_k)')
-    elif self._max_slice_length < 2:
-      raise ConfigError(
-          f'{type(self).__name__}: the TD targets bootstrap from the later rows of a '
-          'slice, so max_slice_length must be >= 2 (n-step targets use n + 1; got '
-          f'{self._max_slice_length}); or use advantage_estimator = @monte_carlo.')
-    self._estimator = estimator(gamma=task.gamma, margin=self._margin)
+    self._estimator = self._estimator_factory(gamma=task.gamma, margin=self._margin)
+    check_estimator(self, self._estimator, 'max_slice_length must be >= 2 (n-step targets use '
+                    f'n + 1; got {self._max_slice_length})', task, kwargs,
+                    'use n-step targets (@td_k)')
 
   def targets(self, target_variables, online_variables, fields):
     obs = fields['observation']
-    bootstrap_row = getattr(self._estimator, 'bootstrap_row', None)
+    bootstrap_row = self._estimator.bootstrap_row
     if bootstrap_row is not None:
       # n-step (and Monte-Carlo) targets read the values of two rows of a
       # slice: its first and the one they bootstrap from, so the networks run

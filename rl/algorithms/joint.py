@@ -27,23 +27,22 @@ from rl.algorithms import batches
 from rl.algorithms import networks
 from rl.algorithms.ppo import ppo_diagnostics
 from rl.algorithms.ppo import ppo_loss
-from rl.algorithms.row_advantages import row_values
-from rl.algorithms.row_advantages import windowed_advantages
 from rl.configurables import configurable
 from rl.data import slices
 from rl.data.trajectories import Batch
 from rl.learner.acting import Acting
 from rl.learner.checks import check_divisible
-from rl.learner.checks import check_estimator_margin
+from rl.learner.checks import check_estimator
 from rl.learner.checks import check_on_policy
-from rl.learner.checks import check_whole_episodes
 from rl.learner.fused_epoch import fused_epoch
 from rl.learner.fused_epoch import one_network_step
-from rl.learner.state import with_acting_statistics
+from rl.learner.fused_epoch import variables_of
 from rl.learner.trainer import RLTrainer
 from rl.nets import heads
 from rl.ops import advantages as advantages_lib
 from rl.ops import losses
+from rl.ops.advantages import masked_mean
+from rl.ops.advantages import normalize_advantages
 
 
 class ActorCriticJointTrainer(RLTrainer):
@@ -102,11 +101,13 @@ class ActorCriticJointTrainer(RLTrainer):
     check_on_policy(self, n_replay_epochs, 'AWRJoint')
     check_divisible(train_steps_per_epoch, supervised_evals_per_epoch,
                     'train_steps_per_epoch', 'supervised_evals_per_epoch')
-    advantage_estimator = advantage_estimator or advantages_lib.monte_carlo
-    check_estimator_margin(self, advantage_estimator, added_policy_slice_length)
-    if advantage_estimator is advantages_lib.monte_carlo:
-      check_whole_episodes(self, task, dict(kwargs, n_trajectories_per_epoch=n_trajectories_per_epoch),
-                           'use a bootstrapping estimator (@gae with added_policy_slice_length >= 1)')
+    self.margin = int(added_policy_slice_length)
+    self._estimator = (advantage_estimator or advantages_lib.monte_carlo)(gamma=task.gamma,
+                                                                           margin=self.margin)
+    check_estimator(self, self._estimator,
+                    f'added_policy_slice_length must be >= 1 (got {self.margin})', task,
+                    dict(kwargs, n_trajectories_per_epoch=n_trajectories_per_epoch),
+                    'use a bootstrapping estimator (@gae with added_policy_slice_length >= 1)')
     self.n_replay_epochs = int(n_replay_epochs)
     self._joint_model_factory = joint_model or heads.PolicyAndValue
     self._optimizer = optimizer
@@ -116,11 +117,9 @@ class ActorCriticJointTrainer(RLTrainer):
     self._evals = supervised_evals_per_epoch
     self._eval_steps = supervised_eval_steps
     self.max_slice_length = max_slice_length
-    self.margin = int(added_policy_slice_length)
     self._normalize = normalize_advantages
     self._value_loss_coeff = value_loss_coeff
     self._value_scale = 1.0 / (1.0 - task.gamma) if scale_value_targets else 1.0
-    self._estimator = advantage_estimator(gamma=task.gamma, margin=self.margin)
     self._dist = networks.policy_distribution(task, type(self).__name__)
     self.per_chunk = bool(advantages_per_chunk)
 
@@ -136,14 +135,13 @@ class ActorCriticJointTrainer(RLTrainer):
   def joint_advantages(self, nets, data, key):
     """(`data` with every row's advantage and value target under the joint network as the
     chunk starts, the table its batches are drawn from), once per chunk."""
-    scale = self._value_scale
-    joint = nets['joint']
+    scale, variables = self._value_scale, variables_of(nets['joint'])
 
     def state_values(obs, dist_inputs, k):
       del dist_inputs, k
-      return self.joint_net.apply(joint, obs)[1][..., 0] * scale
-    values = row_values(data, self.task.observation_space, key, state_values)
-    adv = windowed_advantages(data, values, self._estimator, self.margin)
+      return self.joint_net.model.apply(variables, obs)[1][..., 0] * scale
+    values = slices.row_values(data, self.task.observation_space, key, state_values)
+    adv = slices.row_advantages(data, values, self._estimator)
     data = data.replace(rows=dict(data.rows, advantage=adv, value_target=values + adv))
     # The draw table is the same for every batch of the chunk: made here once
     # rather than inside each gradient step.
@@ -185,7 +183,7 @@ class ActorCriticJointTrainer(RLTrainer):
     return {
         'mask': real,
         'advantages': adv,
-        'normalized': (losses.normalize_advantages(adv, real) if self._normalize else adv),
+        'normalized': (normalize_advantages(adv, real) if self._normalize else adv),
         'values': values,
         'targets': targets,
         'log_probs': self._dist.log_prob(dist_inputs, actions),
@@ -204,20 +202,20 @@ class ActorCriticJointTrainer(RLTrainer):
     t = self._terms(self.joint_net.model.apply(variables, batch.observation), batch)
     mask = t['mask']
     scale = self._value_scale
-    value_loss = self._value_loss_coeff * losses.value_loss(
-        t['values'] / scale, t['targets'] / scale, mask)
+    value_loss = self._value_loss_coeff * masked_mean(
+        (t['values'] / scale - t['targets'] / scale) ** 2, mask)
     policy_loss, policy_metrics = self.objective(t, extra)
     loss = policy_loss + value_loss
     greedy = self._dist.mode(t['dist_inputs']).astype(jnp.float32)
     greedy = greedy.reshape(greedy.shape[:2] + (-1,)).mean(-1)
     return loss, {
         'joint_loss': loss,
-        'advantage_mean': losses.masked_mean(t['advantages'], mask),
+        'advantage_mean': masked_mean(t['advantages'], mask),
         'advantage_norm': losses.advantage_norm(t['advantages'], mask),
         'value_loss': value_loss,
         'explained_variance': losses.explained_variance(t['targets'], t['values'], mask),
-        'log_probs_mean': losses.masked_mean(t['log_probs'], mask),
-        'preferred_move': losses.masked_mean(greedy, mask),
+        'log_probs_mean': masked_mean(t['log_probs'], mask),
+        'preferred_move': masked_mean(greedy, mask),
         **policy_metrics,
     }
 
@@ -230,7 +228,6 @@ class ActorCriticJointTrainer(RLTrainer):
     return {'joint': newest if self.on_policy else replay}
 
   def update(self, state, data):
-    state = with_acting_statistics(state, 'joint')
     data = data['joint']
     if not self.per_chunk:
       window = self.max_slice_length + self.margin
@@ -239,12 +236,11 @@ class ActorCriticJointTrainer(RLTrainer):
     step, metrics = one_network_step(self.joint_net.tx, 'joint', self.joint_loss,
                                      lambda nets, rows, key: self.joint_batch(rows), state.extra)
     nets, key, records = fused_epoch(
-        step, state.nets, data, state.train_key, draw=self.draw_joint, take=networks.take_slices,
+        step, state.nets, data, state.train_key, draw=self.draw_joint, take=slices.take_slices,
         prepare=self.joint_advantages if self.per_chunk else None, evaluate=metrics,
         n_chunks=self._evals, steps_per_chunk=self._train_steps // self._evals,
         n_eval_steps=self._eval_steps, batch_sharding=self.joint_net.batch_sharding)
-    result = self.joint_net.result(records['joint'], nets['joint'])
-    return state._replace(nets=nets, train_key=key), {'joint': result}, {}
+    return state._replace(nets=nets, train_key=key), records, {}
 
 
 @configurable(denylist=['task', 'output_dir'])
@@ -270,7 +266,7 @@ class PPOJoint(ActorCriticJointTrainer):
     loss = ppo_loss(t['log_probs'], t['old_log_probs'], t['normalized'], t['entropy'],
                     t['mask'], self.epsilon, self.entropy_coeff)
     return loss, {
-        'entropy_loss': self.entropy_coeff * losses.masked_mean(t['entropy'], t['mask']),
+        'entropy_loss': self.entropy_coeff * masked_mean(t['entropy'], t['mask']),
         **ppo_diagnostics(t['log_probs'], t['old_log_probs'], t['mask'], self.epsilon)}
 
 
@@ -295,7 +291,7 @@ class A2CJoint(ActorCriticJointTrainer):
     loss = losses.a2c_loss(t['log_probs'], t['normalized'], t['entropy'], t['mask'],
                            self.entropy_coeff)
     return loss, {
-        'entropy_loss': self.entropy_coeff * losses.masked_mean(t['entropy'], t['mask'])}
+        'entropy_loss': self.entropy_coeff * masked_mean(t['entropy'], t['mask'])}
 
 
 @configurable(denylist=['task', 'output_dir'])

@@ -1,8 +1,6 @@
-"""How an algorithm makes its networks: a Trainer with the project's defaults, trained on
-slices of the task's trajectories."""
+"""How an algorithm makes its networks: a Trainer with the project's defaults."""
 import numpy as np
 
-from rl.data import slices
 from rl.errors import ConfigError
 from rl.learner.network_trainer import Trainer
 from rl.ops import distributions
@@ -25,11 +23,6 @@ def example_observation(task):
   """A [1, 1, *obs_shape] batch, only for the shapes of model initialisation."""
   space = task.observation_space
   return np.zeros((1, 1) + space.shape, space.dtype)
-
-
-def take_slices(data, drawn):
-  """The rows of the slices `drawn` from `data`, a pair (SliceData, DrawTable)."""
-  return slices.take(data[0], drawn)
 
 
 def build_network(task, model, optimizer, lr_schedule, loss_name, example_inputs,

@@ -10,8 +10,8 @@ import jax.numpy as jnp
 
 from rl.algorithms.actor_critic import ActorCriticTrainer
 from rl.configurables import configurable
-from rl.ops.losses import masked_mean
-from rl.ops.losses import masked_means
+from rl.ops.advantages import masked_mean
+from rl.ops.advantages import masked_means
 
 
 def clipped_surrogate(log_probs, old_log_probs, advantages, epsilon):

@@ -16,10 +16,10 @@ from rl.learner.checks import check_divisible
 from rl.learner.checks import check_whole_episodes
 from rl.learner.fused_epoch import fused_epoch
 from rl.learner.fused_epoch import one_network_step
-from rl.learner.state import with_acting_statistics
 from rl.learner.trainer import RLTrainer
 from rl.nets import heads
 from rl.ops import losses
+from rl.ops.advantages import masked_mean
 
 
 class PolicyTrainer(RLTrainer):
@@ -83,8 +83,6 @@ class PolicyTrainer(RLTrainer):
     return {'policy': self.task.slice_data([-1])}
 
   def update(self, state, data):
-    state = with_acting_statistics(state, 'policy')
-
     def draw_table(nets, data, key):
       del nets, key
       return data, slices.draw_table(data, self.max_slice_length)
@@ -96,12 +94,11 @@ class PolicyTrainer(RLTrainer):
     step, metrics = one_network_step(self.policy_net.tx, 'policy', self.policy_loss,
                                      lambda nets, rows, key: self.policy_batch(rows))
     nets, key, records = fused_epoch(
-        step, state.nets, data['policy'], state.train_key, draw=draw, take=networks.take_slices,
+        step, state.nets, data['policy'], state.train_key, draw=draw, take=slices.take_slices,
         prepare=draw_table, evaluate=metrics, n_chunks=self.evals,
         steps_per_chunk=self.train_steps // self.evals, n_eval_steps=self.eval_steps,
         batch_sharding=self.policy_net.batch_sharding)
-    result = self.policy_net.result(records['policy'], nets['policy'])
-    return state._replace(nets=nets, train_key=key), {'policy': result}, {}
+    return state._replace(nets=nets, train_key=key), records, {}
 
 
 @configurable(denylist=['task', 'output_dir'])
@@ -156,5 +153,5 @@ class PolicyGradientTrainer(PolicyTrainer):
     log_probs = dist.log_prob(dist_inputs, batch.action)
     loss = losses.reinforce_loss(log_probs, batch.return_, batch.mask)
     return loss, {'policy_loss': loss,
-                  'policy_entropy': losses.masked_mean(dist.entropy(dist_inputs), batch.mask),
-                  'return_mean': losses.masked_mean(batch.return_, batch.mask)}
+                  'policy_entropy': masked_mean(dist.entropy(dist_inputs), batch.mask),
+                  'return_mean': masked_mean(batch.return_, batch.mask)}

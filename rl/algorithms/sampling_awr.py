@@ -13,8 +13,11 @@ from rl.algorithms import batches
 from rl.algorithms.actor_critic import ActorCriticTrainer
 from rl.configurables import configurable
 from rl.data import slices
+from rl.learner.fused_epoch import variables_of
 from rl.ops import losses
 from rl.ops import q_values as q_values_lib
+from rl.ops.advantages import masked_mean
+from rl.ops.advantages import normalize_advantages
 
 
 @configurable(denylist=['task', 'output_dir'])
@@ -57,8 +60,8 @@ class SamplingAWR(ActorCriticTrainer):
     """A SampledQBatch: n actions per state from the stored policy, scored by Q."""
     _, sample_key = jax.random.split(key)
     actions, log_probs = self.q_baseline.sample_actions(rows['dist_inputs'], sample_key)
-    q = self.value_net.apply(nets['value'], rows['observation'], actions)[..., 0]
-    q = q * self.value_scale
+    q = self.value_net.model.apply(variables_of(nets['value']), rows['observation'], actions)
+    q = q[..., 0] * self.value_scale
     mask = jnp.broadcast_to(rows['mask'][:, None], q.shape)
     return batches.SampledQBatch(rows['observation'], actions, q, log_probs, mask)
 
@@ -73,7 +76,7 @@ class SamplingAWR(ActorCriticTrainer):
     raw = q - values[:, None]
     adv = raw
     if self.normalization is not None:
-      adv = losses.normalize_advantages(adv, mask, *self.normalization)
+      adv = normalize_advantages(adv, mask, *self.normalization)
     weights = losses.awr_weights(adv, mask, self.beta, self.w_max, self.thresholds)
     weighted = mask
     if self.reweight:
@@ -82,10 +85,10 @@ class SamplingAWR(ActorCriticTrainer):
       # Enumerated actions are weighted by how likely the behaviour policy was to take them.
       weighted = weighted * jnp.exp(batch.log_prob)
     loss = losses.awr_loss(log_probs, weights, weighted)
-    mean = losses.masked_mean(raw, mask)
+    mean = masked_mean(raw, mask)
     return loss, {
         'policy_loss': loss,
         'advantage_mean': mean,
-        'advantage_std': jnp.sqrt(losses.masked_mean((raw - mean) ** 2, mask)),
+        'advantage_std': jnp.sqrt(masked_mean((raw - mean) ** 2, mask)),
         **losses.awr_weight_stats(weights, mask),
     }

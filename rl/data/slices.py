@@ -143,6 +143,45 @@ def observations(data, index=None):
   return frames_lib.stack(data.frames, frame_index if index is None else frame_index[index])
 
 
+# Observation bytes the value network reads per call when `row_values`
+# evaluates every stored row: above this the rows go through it in blocks, so
+# that the observations (rebuilt stacks of pixels) and their activations stay
+# bounded. 1024 rows of 84x84x4 Atari frames fit; the vector observations of
+# the shipped configs (16 bytes for CartPole: 2M rows) go in one call.
+VALUE_BLOCK_BYTES = 32 * 2**20
+
+
+def block_rows(row_bytes, budget):
+  """Rows per block: the largest power of two whose observations fit in `budget` bytes (>= 1)."""
+  rows = max(1, budget // max(1, int(row_bytes)))
+  return 1 << (rows.bit_length() - 1)
+
+
+def row_values(data, observation_space, key, state_values):
+  """Every stored row's state value, [capacity], computed once rather than for every batch.
+
+  state_values(obs [B, 1, ...], dist_inputs [B, 1, ...], key) -> [B, 1] is
+  the value network held fixed. In one call when the rows' observations fit
+  in VALUE_BLOCK_BYTES, else in blocks of rows one after the other (each with
+  its own key, folded in from `key`), so that memory stays bounded whatever
+  the buffer holds.
+  """
+  size = data.row_end.shape[0]
+  row_bytes = (int(np.prod(observation_space.shape, dtype=np.int64)) *
+               observation_space.dtype.itemsize)
+  block = block_rows(row_bytes, VALUE_BLOCK_BYTES)
+  if size <= block:
+    return state_values(observations(data)[:, None], data.rows['dist_inputs'][:, None], key)[:, 0]
+
+  def block_values(args):
+    i, index = args
+    return state_values(observations(data, index)[:, None],
+                        data.rows['dist_inputs'][index][:, None], jax.random.fold_in(key, i))[:, 0]
+  n_blocks = size // block  # both powers of two
+  index = jnp.arange(size).reshape(n_blocks, block)
+  return jax.lax.map(block_values, (jnp.arange(n_blocks), index)).reshape(size)
+
+
 def windows(data, columns, width):
   """[capacity, width] windows of per-row `columns` starting at every row (pure).
 
@@ -169,6 +208,24 @@ def windows(data, columns, width):
     keep = valid.reshape(valid.shape + (1,) * (taken.ndim - 2))
     out[name] = jnp.where(keep, taken, jnp.zeros((), taken.dtype))
   return out
+
+
+def row_advantages(data, values, estimator):
+  """Every stored row's advantage [capacity] under an rl.ops.advantages.Estimator.
+
+  Each row gets the advantage a slice starting at it would get, from the
+  rows' values [capacity]: an estimator's `every_row` form where it has one
+  (GAE: log2(margin) vectorised passes), else the estimator on every row's
+  `windows` of margin + 1 rows.
+  """
+  rows = data.rows
+  if estimator.every_row is not None:
+    follows = jnp.arange(1, data.row_end.shape[0] + 1) < data.row_end
+    return estimator.every_row(rows['reward'], values, rows['done'], rows['mask'], follows)
+  window = windows(data, {'reward': rows['reward'], 'return_': rows['return_'], 'value': values,
+                          'done': rows['done'], 'mask': rows['mask']}, estimator.margin + 1)
+  return estimator(window['reward'], window['return_'], window['value'], window['done'],
+                   window['mask'])[:, 0]
 
 
 def _slice_counts(traj_rows, window, margin):
@@ -283,6 +340,11 @@ def take(data, drawn):
   if data.frames is not None:
     fields['observation'] = _keep(observations(data, index), valid)
   return fields
+
+
+def take_slices(prepared, drawn):
+  """`take` from `prepared`, a pair (SliceData, its DrawTable) as an epoch's chunk holds it."""
+  return take(prepared[0], drawn)
 
 
 def _keep(taken, valid):

@@ -28,7 +28,6 @@ import numpy as np
 
 from rl.data import frames as frames_lib
 from rl.data import slices
-from rl.ops.advantages import discounted_returns
 
 # The fields of a batch of slices, each shaped [B, L, ...].
 Batch = collections.namedtuple(
@@ -41,6 +40,31 @@ ROW_FIELDS = Batch._fields
 # segments reach, and preallocating it for every env would cost gigabytes of
 # Atari frames. Every shipped config's cap fits, so their buffers never grow.
 INITIAL_SEGMENT_ROWS = 1024
+
+
+def discounted_returns(rewards, dones, gamma):
+  """Backwards discounted returns of one 1-D trajectory, restarting after dones.
+
+  G_t = r_t + gamma * (1 - d_t) * G_{t+1}, with nothing after the last step
+  (no bootstrap). Numpy, because the task computes it while storing data.
+  """
+  rewards = np.asarray(rewards)
+  dones = np.asarray(dones)
+  if rewards.ndim != 1 or rewards.shape != dones.shape:
+    raise ValueError(
+        "rewards and dones must be 1-D arrays of equal length; got shapes "
+        f"{rewards.shape} and {dones.shape}.")
+  out_dtype = np.result_type(rewards.dtype, np.float32)
+  # A plain-float loop over Python lists: numpy scalar indexing costs ~8x
+  # more per row, and this runs once per finished episode inside collection.
+  reward_list = rewards.tolist()
+  continue_list = (1.0 - dones.astype(np.float64)).tolist()
+  out = [0.0] * len(reward_list)
+  running = 0.0
+  for t in range(len(reward_list) - 1, -1, -1):
+    running = reward_list[t] + gamma * continue_list[t] * running
+    out[t] = running
+  return np.asarray(out, dtype=out_dtype)
 
 
 class EpochData:

@@ -47,4 +47,9 @@ class Algorithm(Protocol):
     """The same on JAX-native envs, from this epoch's rollout and the replay (traced)."""
 
   def update(self, state: TrainState, data: Any) -> tuple[TrainState, dict, dict]:
-    """One epoch's training, pure: (state, {network: EpochResult}, {name: scalar metric})."""
+    """One epoch's training, pure: (state, {network: StepRecord}, {name: scalar metric}).
+
+    Every network with a normaliser holds the acting model's statistics in
+    `state` already (state.with_acting_statistics), and the Learner makes each
+    network's EpochResult of its StepRecord (fused_epoch.epoch_result).
+    """

@@ -1,6 +1,5 @@
 """The configuration checks trainers share, each failing with one line that names the fix."""
 from rl.errors import ConfigError
-from rl.ops import advantages
 
 # The trainers whose epoch runs on JAX-native envs (those with `rollout_data`).
 JAX_NATIVE_TRAINERS = ('A2C, PPO, AWR, SamplingAWR, A2CJoint, PPOJoint, AWRJoint, DQN '
@@ -14,13 +13,19 @@ def check_on_policy(trainer, n_replay_epochs, alternative):
                       f'got {n_replay_epochs}. Use {alternative} to replay old epochs.')
 
 
-def check_estimator_margin(trainer, estimator, margin):
-  """Bootstrapping estimators need at least one step after the trained ones."""
-  if margin < 1 and estimator is not advantages.monte_carlo:
+def check_estimator(trainer, estimator, margin_setting, task, collection, alternative):
+  """An estimator that bootstraps needs a step after the trained ones; one on Monte-Carlo
+  returns needs whole episodes (check_whole_episodes, offering `alternative`).
+
+  margin_setting: what to set, e.g. 'added_policy_slice_length must be >= 1 (got 0)'.
+  """
+  if estimator.bootstraps and estimator.margin < 1:
     raise ConfigError(
-        f'{type(trainer).__name__}: the advantage estimator bootstraps from the values of '
-        f'later steps, so added_policy_slice_length must be >= 1 (got {margin}); set it, '
-        'or use advantage_estimator = @monte_carlo.')
+        f'{type(trainer).__name__}: the advantage estimator (@{estimator.name}) bootstraps from '
+        f'the values of later steps, so {margin_setting}; set it, or use '
+        'advantage_estimator = @monte_carlo.')
+  if estimator.whole_episodes:
+    check_whole_episodes(trainer, task, collection, alternative)
 
 
 def check_whole_episodes(trainer, task, collection, alternative=''):

@@ -30,8 +30,10 @@ from rl.learner.acting import ActingState
 from rl.learner.acting import Actor
 from rl.learner.acting import HostPolicy
 from rl.learner.acting import initial_acting_state
+from rl.learner.fused_epoch import epoch_result
 from rl.learner.network_trainer import initialize_together
 from rl.learner.state import TrainState
+from rl.learner.state import with_acting_statistics
 
 # Metrics every network reports; a trainer with several networks prefixes
 # them with the network's name so they don't collide.
@@ -86,7 +88,7 @@ class Learner:
     task.build_storage(self.task_needs(acting))
     # One compiled call trains every network of an epoch.
     self._update = compiler.jit(self._update_then_metrics)
-    self.look_ahead = look_ahead.LookAhead(self)
+    self.look_ahead = look_ahead.LookAhead(look_ahead.One(self))
 
   def task_needs(self, acting):
     """What the task's storage must hold: the algorithm's replay, its acting outputs' width,
@@ -267,8 +269,15 @@ class Learner:
 
   def _update_then_metrics(self, state, data):
     """`update` as (the new state, what the host reads: (results, extra))."""
-    state, results, extra = self.algorithm.update(state, data)
+    state, results, extra = self._train(state, data)
     return state, (results, extra)
+
+  def _train(self, state, data):
+    """The algorithm's update on networks that hold the acting statistics, and each network's
+    EpochResult: (state, {network: EpochResult}, extra); pure."""
+    state, records, extra = self.algorithm.update(with_acting_statistics(state), data)
+    return state, {name: epoch_result(record, state.nets[name], self.networks[name].lr_schedule)
+                   for name, record in records.items()}, extra
 
   def epoch_metrics(self, results, extra, seconds):
     """The host metrics of `update`'s outputs, read back already, of an epoch that trained
@@ -306,7 +315,7 @@ class Learner:
         act_fn, self.actor.dist.noise, state.nets[self.acting_name]['params'], state.acting,
         carry, sample_args, n_steps)
     carry, newest, replay, n_segments = self.task.epoch_slices(carry, rollout)
-    state, results, extra = self.algorithm.update(
+    state, results, extra = self._train(
         state._replace(acting=acting), self.algorithm.rollout_data(newest, replay, epoch))
     return state, carry, results, extra, (rollout.episode_return, rollout.ended), n_segments
 
@@ -348,7 +357,6 @@ class Learner:
     the epoch's time; evaluation, (eval metrics, this seed's share of their
     seconds) when it played this epoch's evaluation with the other seeds'.
     """
-    self.epoch += 1
     start = time.perf_counter()
     eval_metrics, eval_seconds = {}, 0.0
     if self.task.jax_native:
@@ -358,7 +366,8 @@ class Learner:
         self.compile_evaluation()  # the process's first epoch compiles every program
         self._evaluation_compiled = True
       if outputs is None:
-        outputs, seconds, evaluation = self.look_ahead.take(self.epoch, start)
+        outputs, seconds, evaluation = self.look_ahead.take(start)
+      self.epoch += 1
       stats, train_metrics = self.collect_and_train(outputs, seconds)
       collect_seconds, train_seconds = 0.0, seconds
       if evaluation is not None:
@@ -369,6 +378,7 @@ class Learner:
         eval_metrics = self.evaluate()
         eval_seconds = time.perf_counter() - evaluated
     else:
+      self.epoch += 1
       self.phase = 'collecting'
       stats = self.collect(epoch_id=self.epoch)
       collected = time.perf_counter()

@@ -15,9 +15,16 @@ one epoch. An evaluating call's evaluation is dispatched straight behind it
 and the next call behind that, so the device runs them back to back. The
 numbers are those of calling the epochs one by one, whatever the calls'
 lengths (tests/test_jax_epoch_dispatch.py).
+
+`LookAhead` is the one driver of single runs and of `--seeds` batches: a
+batch (rl.seeds.Seeds) runs the same program under jax.vmap over its seeds'
+stacked states, each seed at its own epoch numbers; `One` and `Seeds` hold
+what differs (the program, where a call's state comes from, who plays the
+evaluation and how each learner's share of a call is handed over).
 """
+import collections
 import time
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -74,114 +81,158 @@ def call_length(first, last_epoch, reads_state, capacity=EPOCHS_PER_CALL):
   return n
 
 
-def epoch_rows(outputs, i):
-  """Epoch i's outputs (results, extra, (returns, ended), n_segments) of a call's stacked
-  outputs, read back already."""
-  return jax.tree_util.tree_map(lambda x: x[i], outputs)
-
-
-class Taken(NamedTuple):
-  """One epoch of a call, as `LookAhead.take` hands it to the learner."""
-  outputs: tuple  # (state, carry, results, extra, (returns, ended), n_segments); state and
-  # carry are the call's final ones at its last epoch, else None
-  seconds: float  # the epoch's share of the call's time
-  evaluation: tuple  # (eval metrics, seconds) after the call's last epoch, or None
-
-
-class _Read(NamedTuple):
-  """A call read back, being booked epoch by epoch."""
-  call: '_Call'
-  outputs: tuple  # the call's stacked outputs, read back
-  seconds: float  # each epoch's share of the call's time
-  evaluation: tuple  # (eval metrics, seconds) after its last epoch, or None
-
-
-class _Call(NamedTuple):
+class Call(NamedTuple):
   """A call dispatched, not yet read."""
-  first: int  # its first epoch
-  n: int  # how many epochs it runs
+  firsts: list  # each learner's first epoch in it
+  n: int  # how many epochs it runs (of every learner)
   inputs: list  # the arrays it started from
   outputs: tuple  # (state, carry, stacked outputs), futures until read
-  played: dict  # {temperature: eval returns future} after its last epoch, or None
+  played: Any  # the evaluation after its last epochs (futures), or None
+  evaluating: list  # the learners (indices) whose evaluation `played` holds
+
+
+class Read(NamedTuple):
+  """A call read back, being booked epoch by epoch."""
+  call: Call
+  host: tuple  # the call's stacked outputs, read back
+  seconds: float  # each epoch's share of the call's time
+  evaluations: dict  # {learner index: (eval metrics, seconds)} after its last epoch
+
+
+class One:
+  """A single learner's calls: the epochs' program as it is, on the learner's own state."""
+
+  def __init__(self, learner):
+    self.learners = [learner]
+    self._program = None
+
+  @property
+  def program(self):
+    if self._program is None:
+      learner = self.learners[0]
+      self._program = compiler.jit(epochs_program(learner.jax_epoch, learner.jax_epoch_steps))
+    return self._program
+
+  def start(self, after):
+    """The (state, carry) a call starts from when none is queued: the learner's."""
+    del after
+    learner = self.learners[0]
+    return learner.train_state, learner.task.carry
+
+  def unchanged(self, inputs):
+    """Whether the learner still holds the state a queued call started from (not a restore)."""
+    return _same_arrays(inputs, jax.tree_util.tree_leaves(self.start(None)))
+
+  def stack_host(self, rows):
+    return rows[0]
+
+  def play(self, state, evaluating, ahead):
+    """Dispatches the evaluation of `state`, the learner's epoch `ahead` epochs from now."""
+    learner = self.learners[0]
+    return learner.play_evaluation(state, learner.epoch + ahead) if learner.evaluates_alone \
+        else None
+
+  def read_evaluation(self, returns, evaluating, seconds):
+    del evaluating
+    return {0: (metrics_lib.eval_metrics(returns), seconds)}
+
+  def epoch_outputs(self, read, i, j, evaluation):
+    """Learner i's jax_epoch outputs of the call's epoch j, its state at the call's last epoch."""
+    del i, evaluation
+    state = read.call.outputs[:2] if j == read.call.n - 1 else (None, None)
+    return state + jax.tree_util.tree_map(lambda x: x[j], read.host)
 
 
 class LookAhead:
-  """Runs a Learner's JAX-native epochs in calls, each next call dispatched as the current one
-  is read."""
+  """Runs the JAX-native epochs of a batch's learners (`One` or rl.seeds.Seeds) in calls,
+  `calls_ahead` calls dispatched beyond the one being booked."""
 
-  def __init__(self, learner):
-    self._learner = learner
-    self._program = None
-    self.pending = None  # the _Call on its way, not read yet
-    self.current = None  # the _Read call being booked
+  def __init__(self, batch, calls_ahead=1):
+    self.batch = batch
+    self.calls_ahead = calls_ahead
+    self.queued = collections.deque()  # calls dispatched, not read yet
+    self.current = None  # the Read being booked
+    self._first_call = True
     self._read_at = None  # perf_counter time the last call's read (and evaluation) ended
 
-  def _dispatch(self, first, n, state, carry):
-    """Starts epochs first .. first + n - 1 from (state, carry), and the evaluation after the
-    last of them if it evaluates; returns the _Call."""
-    learner = self._learner
-    if self._program is None:
-      self._program = compiler.jit(epochs_program(learner.jax_epoch, learner.jax_epoch_steps))
+  def plan(self, ahead):
+    """(each learner's first epoch, n) of the call that starts `ahead` epochs after each
+    learner's current one; None when no learner has epochs left there (ahead > 0).
+
+    The call ends where any learner's booking reads its state; the process's
+    first call runs one epoch, and so does every call of a learner with no
+    last epoch set (epochs one by one, none ahead).
+    """
+    learners = self.batch.learners
+    left = [l for l in learners if l.last_epoch is not None and l.epoch + ahead < l.last_epoch]
+    if ahead and not left:
+      return None
+    n = 1 if self._first_call or not left else min(
+        call_length(l.epoch + 1 + ahead, l.last_epoch, l.reads_state) for l in left)
+    return [l.epoch + 1 + ahead for l in learners], n
+
+  def dispatch(self, state, carry, firsts, n):
+    """Starts every learner's epochs firsts[i] .. firsts[i] + n - 1 from (state, carry), and
+    the evaluation after the last of them where one is due; returns the Call."""
+    self._first_call = False
+    batch = self.batch
     inputs = jax.tree_util.tree_leaves((state, carry))
-    outputs = self._program(state, carry, *call_inputs(learner.epoch_args, first, n),
+    outputs = batch.program(state, carry, *batch.stack_host(
+        [call_inputs(l.epoch_args, first, n) for l, first in zip(batch.learners, firsts)]),
                             np.int32(n))
-    last = first + n - 1
-    played = (learner.play_evaluation(outputs[0], last)
-              if learner.evaluates(last) and learner.evaluates_alone else None)
-    return _Call(first, n, inputs, outputs, played)
+    evaluating = [i for i, (l, first) in enumerate(zip(batch.learners, firsts))
+                  if (l.last_epoch is None or first + n - 1 <= l.last_epoch)
+                  and l.evaluates(first + n - 1)]
+    ahead = firsts[0] - batch.learners[0].epoch - 1  # epochs before the call's first
+    played = batch.play(outputs[0], evaluating, ahead + n) if evaluating else None
+    return Call(firsts, n, inputs, outputs, played, evaluating)
 
-  def _inputs(self):
-    """The arrays the next call would start from (its inputs' identity)."""
-    learner = self._learner
-    return jax.tree_util.tree_leaves((learner.train_state, learner.task.carry))
-
-  def _length(self, first):
-    learner = self._learner
-    if learner.last_epoch is None or self._program is None:
-      return 1  # epochs run one by one; the process's first call compiles
-    return call_length(first, learner.last_epoch, learner.reads_state)
-
-  def take(self, epoch, start):
-    """Epoch `epoch`'s Taken: its call is read when its first epoch is taken, once the call
-    after it is dispatched. start: perf_counter time the epoch's booking began (the first
-    call's time counts from it)."""
-    learner = self._learner
-    read = self.current
-    if not (read is not None and read.call.first <= epoch < read.call.first + read.call.n
-            and _same_arrays(read.call.inputs, self._inputs())):
-      # The epoch starts a call (or the learner's state was replaced, by a restore).
-      read = self._read_next(epoch, start)
-    call, host, seconds, evaluation = read
-    i = epoch - call.first
-    last = i == call.n - 1
-    state = call.outputs[:2] if last else (None, None)
-    if last:
-      # The learner holds the state its current call started from until the call's last epoch.
-      learner.train_state, learner.task.carry = call.outputs[0], call.outputs[1]
-      self.current = None
-    return Taken(state + epoch_rows(host, i), seconds, evaluation if last else None)
-
-  def _read_next(self, epoch, start):
-    learner = self._learner
-    call, self.pending = self.pending, None
-    if call is None or call.first != epoch or not _same_arrays(call.inputs, self._inputs()):
-      call = self._dispatch(epoch, self._length(epoch), learner.train_state, learner.task.carry)
-    last = call.first + call.n - 1
-    if learner.last_epoch is not None and last < learner.last_epoch:
-      # The next call starts from this one's outputs, before they are read.
-      self.pending = self._dispatch(last + 1, self._length(last + 1), *call.outputs[:2])
+  def read_next(self, start):
+    """Reads the next call, dispatched now unless it is queued already (from the state the
+    learners still hold), after dispatching the calls that follow it; returns its Read.
+    start: perf_counter time its booking began (the first call's time counts from it)."""
+    if self.queued and self.batch.unchanged(self.queued[0].inputs):
+      call = self.queued.popleft()
+    else:
+      self.queued.clear()
+      call = self.dispatch(*self.batch.start(self.current), *self.plan(0))
+    # The next calls, each a function of the one before's outputs only, run on
+    # the device while this one is booked on the host, each behind its
+    # predecessor's evaluation.
+    while len(self.queued) < self.calls_ahead:
+      before = self.queued[-1] if self.queued else call
+      planned = self.plan(call.n + sum(c.n for c in self.queued))
+      if planned is None:
+        break
+      self.queued.append(self.dispatch(*before.outputs[:2], *planned))
     begun = start if self._read_at is None else min(start, self._read_at)
     host = jax.device_get(call.outputs[2])
     read = time.perf_counter()
-    evaluation = None
+    self._read_at = read
+    evaluations = {}
     if call.played is not None:
+      # The evaluation runs on the device after the call: read after it, its
+      # seconds are its own, and the call's time is shared by its epochs.
       returns = jax.device_get(call.played)
       self._read_at = time.perf_counter()
-      evaluation = (metrics_lib.eval_metrics(returns), self._read_at - read)
-    else:
-      self._read_at = read
-    self.current = _Read(call, host, (read - begun) / call.n, evaluation)
+      evaluations = self.batch.read_evaluation(returns, call.evaluating, self._read_at - read)
+    self.current = Read(call, host, (read - begun) / call.n, evaluations)
     return self.current
+
+  def take(self, start):
+    """A single learner's next epoch: (outputs, seconds, evaluation), what Learner.run_epoch
+    books. Its call is read when its first epoch is taken, once the calls after it are
+    dispatched."""
+    learner = self.batch.learners[0]
+    epoch, read = learner.epoch + 1, self.current
+    if not (read is not None and read.call.firsts[0] <= epoch < read.call.firsts[0] + read.call.n
+            and self.batch.unchanged(read.call.inputs)):
+      # The epoch starts a call (or the learner's state was replaced, by a restore).
+      read = self.read_next(start)
+    j = epoch - read.call.firsts[0]
+    last = j == read.call.n - 1
+    return (self.batch.epoch_outputs(read, 0, j, None), read.seconds,
+            read.evaluations.get(0) if last else None)
 
 
 def _same_arrays(a, b):

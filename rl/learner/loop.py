@@ -50,6 +50,8 @@ class EpochLoop:
     learner.reads_state = self.needs_state
     history = learner.history
     self.done = learner.epoch >= n_epochs or bool(history and self._reached(history[-1]))
+    if self.done:
+      learner.last_epoch = learner.epoch  # no epoch is run ahead of a run that is done
 
   def needs_state(self, epoch, evaluation=None):
     """Whether booking epoch `epoch` reads the learner's state: it checkpoints, ends the run,
@@ -128,6 +130,9 @@ class EpochLoop:
       self._log(f'Stopping: eval return {record["eval_return"]:.1f} reached '
                 f'train_rl.stop_at_return = {self._stop_at_return}.')
     self.done = last
+    if reached:
+      # The run's last epoch: nothing more is run ahead for it (rl.learner.look_ahead).
+      learner.last_epoch = learner.epoch
 
   def _console_line(self, record, first, evaluated, last):
     """The epoch's line: to the console when due (first, last, evaluating, or its interval

@@ -18,8 +18,6 @@ from jax.sharding import PartitionSpec as P
 from rl import compiler
 from rl import keys
 from rl.errors import NonFiniteLossError
-from rl.learner.fused_epoch import epoch_result
-from rl.learner.fused_epoch import gradient_step
 from rl.learner.fused_epoch import variables_of
 
 
@@ -43,9 +41,9 @@ def initialize_together(trainers):
 class Trainer:
   """A network: its model, its optimizer `optimizer(learning_rate=lr_schedule)` and its state.
 
-  An algorithm's update trains it inside the compiled epoch
-  (rl.learner.fused_epoch) with `step`; the Learner holds its state between
-  epochs and reads the epoch's EpochResult back with `results`.
+  An algorithm's update trains its state inside the compiled epoch with its
+  `model` and `tx` (rl.learner.fused_epoch.gradient_step); the Learner holds
+  the state between epochs and reads the epoch's EpochResult back with `results`.
 
   Args:
     model: a flax.linen Module.
@@ -105,19 +103,7 @@ class Trainer:
           lambda x: x if isinstance(x, jax.Array) else jax.device_put(x), tree)
     return jax.device_put(tree, self._replicated)
 
-  # -- training (pure, traced into the algorithm's update) ----------------------------
-
-  def apply(self, net, *inputs, **kwargs):
-    """The model's output under the network state `net`."""
-    return self.model.apply(variables_of(net), *inputs, **kwargs)
-
-  def gradient_step(self, net, loss_fn, *args):
-    """One optimizer step of `net` on loss_fn(variables, *args): (net, NetworkStep)."""
-    return gradient_step(self.tx, net, loss_fn, *args)
-
-  def result(self, record, net):
-    """The EpochResult of this network's StepRecord, `net` its state after the epoch."""
-    return epoch_result(record, net, self.lr_schedule)
+  # -- results ------------------------------------------------------------------------
 
   def results(self, result, seconds):
     """The host dict of an epoch's EpochResult: mean loss, learning_rate, gradients_l2, metrics.

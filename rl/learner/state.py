@@ -23,18 +23,14 @@ class TrainState(NamedTuple):
   extra: dict  # algorithm-specific arrays, checkpointed (see Algorithm.initial_extra)
 
 
-def with_net(state, name, **fields):
-  """`state` with network `name`'s state fields replaced (pure)."""
-  return state._replace(nets={**state.nets, name: dict(state.nets[name], **fields)})
-
-
-def with_acting_statistics(state, name):
-  """`state` where network `name` holds the normaliser statistics the acting model collected with.
+def with_acting_statistics(state):
+  """`state` where every network with a normaliser holds the statistics the acting model
+  collected with.
 
   The epoch's data was normalised by the acting model as its statistics stood
   after collection; a network that normalises the same observations must
   train on exactly those. A network without a normaliser is left as it is.
   """
-  if not state.nets[name]['model_state']:
-    return state
-  return with_net(state, name, model_state=state.acting.model_state)
+  return state._replace(nets={
+      name: dict(net, model_state=state.acting.model_state) if net['model_state'] else net
+      for name, net in state.nets.items()})

@@ -4,38 +4,14 @@ Inputs are [B, L] arrays with a mask (1 = real step); padding never counts:
 sums are divided by the number of real steps, and batch statistics (advantage
 normalisation) use real steps only. Trainers turn model outputs into log
 probabilities with their distribution and call these; the separate and joint
-actor-critic trainers share them.
+actor-critic trainers share them. The masked statistics they build on
+(masked_mean, normalize) are in rl.ops.advantages.
 """
 import jax
 import jax.numpy as jnp
 
+from rl.ops.advantages import masked_mean
 from rl.ops.advantages import normalize
-
-
-def masked_mean(x, mask):
-  """Mean of x over the real steps (mask 1); 0 for an all-padding batch.
-
-  `where` rather than a product, so padding holding inf or NaN stays out.
-  """
-  return jnp.sum(jnp.where(mask > 0, x * mask, 0.0)) / jnp.maximum(jnp.sum(mask), 1.0)
-
-
-def masked_means(mask, **xs):
-  """{name: masked_mean(x, mask)} for every x (shaped like mask), in one reduction.
-
-  For the metrics a loss reports at every gradient step: the arrays are
-  stacked and summed together, one kernel where a mean each would be
-  several (on CartPole's PPO, six means a step were a few percent of the
-  step). The sums may round differently from `masked_mean`'s in the last
-  bit, so losses, whose bits are the run's, keep `masked_mean`.
-  """
-  if not xs:
-    return {}
-  stacked = jnp.stack([jnp.broadcast_to(x, jnp.shape(mask)) for x in xs.values()])
-  axes = tuple(range(1, stacked.ndim))
-  sums = jnp.sum(jnp.where(mask > 0, stacked * mask, 0.0), axis=axes)
-  means = sums / jnp.maximum(jnp.sum(mask), 1.0)
-  return {name: means[i] for i, name in enumerate(xs)}
 
 
 def reinforce_loss(log_probs, returns, mask):
@@ -47,16 +23,6 @@ def reinforce_loss(log_probs, returns, mask):
   """
   weights = jax.lax.stop_gradient(normalize(returns, mask))
   return -masked_mean(log_probs * weights, mask)
-
-
-def value_loss(values, targets, mask):
-  """Masked mean squared error of the value predictions."""
-  return masked_mean((values - targets) ** 2, mask)
-
-
-def normalize_advantages(advantages, mask, epsilon=1e-5, factor=1.0):
-  """factor * (A - mean) / (std + epsilon) over the real steps of the batch."""
-  return factor * normalize(advantages, mask, epsilon)
 
 
 def a2c_loss(log_probs, advantages, entropy, mask, entropy_coeff):

@@ -5,7 +5,7 @@ Arrays are [B, L] as in rl.ops.advantages (Q-values [B, L, n_actions]).
 import jax
 import jax.numpy as jnp
 
-from rl.ops import losses
+from rl.ops.advantages import masked_mean
 
 
 def select_q(q_values, actions):
@@ -72,7 +72,7 @@ def q_regression_loss(q_values, actions, targets, mask, smooth=True):
   """Masked mean of huber (smooth) or squared error of Q(s, a) - y."""
   error = select_q(q_values, actions) - jax.lax.stop_gradient(targets)
   per_step = huber(error) if smooth else error ** 2
-  return losses.masked_mean(per_step, mask)
+  return masked_mean(per_step, mask)
 
 
 def epsilon_noise(key, shape, n_actions):
