@@ -297,9 +297,17 @@ def unused_keys(*configs):
   return {key for text in configs for key in config_bindings(text) if _selector(key) not in used}
 
 
-def unused_bindings_warning(keys, max_named=5):
-  """One line naming the bindings of `keys` (unused_bindings) and what the run uses instead."""
-  named = ', '.join(keys[:max_named]) + (f' and {len(keys) - max_named} more'
+# The unused bindings the warning names; log.txt lists them all (rl.experiment).
+MAX_NAMED_UNUSED = 5
+
+
+def unused_bindings_warning(keys, max_named=MAX_NAMED_UNUSED):
+  """One line naming the bindings of `keys` (unused_bindings) and what the run uses instead.
+
+  Past `max_named` the line counts the rest, which the run's log.txt lists
+  (rl.experiment.prepared_run writes them there).
+  """
+  named = ', '.join(keys[:max_named]) + (f' and {len(keys) - max_named} more (all in log.txt)'
                                          if len(keys) > max_named else '')
   used = config_bindings(gin.operative_config_str())
   runs = ', '.join(f'{k} = {used[k]}' for k in ('train_rl.trainer_class', 'RLTask.env')

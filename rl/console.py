@@ -132,5 +132,6 @@ def next_steps(run_dir, job_dir=None):
   rl.report read whole; by default the run's own.
   """
   run_dir, job_dir = shlex.quote(run_dir), shlex.quote(job_dir or run_dir)
-  return (f'Next: python -m rl.evaluate --output_dir={run_dir} | '
-          f'tensorboard --logdir {job_dir} | python -m rl.report {job_dir}')
+  # A command a line, each pasteable into a shell on its own.
+  return '\n'.join(['Next:', f'  python -m rl.evaluate --output_dir={run_dir}',
+                    f'  tensorboard --logdir {job_dir}', f'  python -m rl.report {job_dir}'])

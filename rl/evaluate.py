@@ -37,6 +37,7 @@ from rl import config
 from rl import cpu_client
 from rl import experiment
 from rl import run as run_lib  # the flags --output_dir and --compilation_cache_dir
+from rl import run_folder
 from rl import termination
 from rl.run_folder import CHECKPOINT_DIR
 from rl.run_folder import CONFIG_FILE
@@ -108,6 +109,12 @@ def evaluate_run(output_dir, n_episodes=None, temperature=0.0, video_path=None):
                          '--output_dir.')
   config_path = os.path.join(output_dir, CONFIG_FILE)
   if not os.path.isfile(config_path):
+    seeds = run_folder.seeds_in(output_dir)
+    if seeds:
+      first = run_folder.seed_folder(output_dir, seeds[0])
+      raise OutputDirError(
+          f"'{output_dir}' holds the runs of --seeds={run_folder.seeds_flag(seeds)}, a folder "
+          f'each; evaluate one of them, e.g. --output_dir={first}.')
     raise OutputDirError(f"'{output_dir}' has no {CONFIG_FILE}; is it a run folder?")
   checkpoint_dir = os.path.join(output_dir, CHECKPOINT_DIR)
   # Checked before orbax sees the folder: it would log a failure for a missing one.

@@ -252,6 +252,9 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
     # parameters of configurables that only some of its runs use.
     if unused:
       log.warning('Warning: %s', config.unused_bindings_warning(unused))
+      if len(unused) > config.MAX_NAMED_UNUSED:
+        log.info('Bindings not used by this run: %s.', ', '.join(unused),
+                 extra={run_folder.QUIET: True})
     run_folder.save_config(output_dir, gin.operative_config_str())
     writer = MetricsWriter(output_dir, learner.history, run.trainer.summary_dirs)
     try:

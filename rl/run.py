@@ -1,22 +1,20 @@
-r"""The command line: `python -m rl.run --config_file=X.gin [--config 'A.b=1'] [--output_dir=D]`.
+r"""Trains an agent: `python -m rl.run --config_file=X.gin [--config 'A.b=1'] [--output_dir=D]`.
 
-Config files are parsed in order, then the --config bindings, then --seed
-(rl.config). Everything that can be wrong with the input (config, env,
-action space, output folder) is checked before the first write to the output
-folder, and reported as one line with a non-zero exit: 2 for bad input, 1
-for a run stopped by a non-finite loss or a failed write (a full disk), 130
-for Ctrl-C, 143 for SIGTERM (which stops a run as Ctrl-C does;
-rl.termination). Rerunning the same command on the same folder resumes from
-the last checkpoint; so does
-`--output_dir=D` alone, from the config the run saved in D (rl.experiment).
-Compiled programs are kept in JAX's persistent compilation cache
-(rl/compilation_cache.py; --compilation_cache_dir).
-
-The first line (what runs, where) comes before JAX is imported, which is
-why this module imports rl.experiment only in `main`: a program that needs
-the gin names of every configurable imports rl.experiment itself. What the
-console shows afterwards, and how often, is rl.console's.
+Config files are parsed in order, then the --config bindings, then --seed.
+Bad input (the config, the env, the output folder) is reported in one line
+before anything is written, with exit status 2; a run stopped by a
+non-finite loss or a failed write (a full disk) exits with 1, Ctrl-C with
+130 and SIGTERM with 143. Rerunning the same command on the same folder
+resumes from its last checkpoint; so does `--output_dir=D` alone, from the
+config the run saved in D. Compiled programs are kept in a compilation cache
+(--compilation_cache_dir) that later runs start from.
 """
+# Notes for maintainers (the docstring above is --helpshort's text):
+# the first line (what runs, where) comes before JAX is imported, which is why
+# this module imports rl.experiment only in `main`: a program that needs the gin
+# names of every configurable imports rl.experiment itself. SIGTERM stops a run
+# as Ctrl-C does (rl.termination); what the console shows afterwards, and how
+# often, is rl.console's; the cache is rl/compilation_cache.py's.
 import errno
 import logging
 import os

@@ -124,9 +124,9 @@ def test_run_lines():
       'Resuming runs/x from epoch 2/5: CartPole-v1, trainer PPO.')
   assert console.run_line('CartPole-v1', 'PPO', 5, 5, True, 'runs/x') == (
       'runs/x is already complete: 5/5 epochs (CartPole-v1, trainer PPO); nothing to train.')
-  assert console.next_steps('runs/my run/seed_0', 'runs/my run') == (
-      "Next: python -m rl.evaluate --output_dir='runs/my run/seed_0' | "
-      "tensorboard --logdir 'runs/my run' | python -m rl.report 'runs/my run'")
+  assert console.next_steps('runs/my run/seed_0', 'runs/my run').splitlines() == [
+      'Next:', "  python -m rl.evaluate --output_dir='runs/my run/seed_0'",
+      "  tensorboard --logdir 'runs/my run'", "  python -m rl.report 'runs/my run'"]
 
 
 class FakeLearner:

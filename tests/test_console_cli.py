@@ -57,10 +57,11 @@ def test_console_is_throttled_log_keeps_every_epoch_and_the_end_says_what_next(t
   assert epoch_numbers([l.split(' ', 2)[2] for l in log]) == [1, 2, 3, 4, 5, 6]
   assert [r['epoch'] for r in read_metrics(out)] == [1, 2, 3, 4, 5, 6]
   steps = read_metrics(out)[-1]['env_steps']
-  assert lines[-2].startswith(f'Training is done: 6 epochs, {steps:,} env steps, eval return ')
-  assert lines[-1] == (f'Next: python -m rl.evaluate --output_dir={out} | '
-                       f'tensorboard --logdir {out} | python -m rl.report {out}')
-  assert log[-1].endswith(lines[-1])
+  assert lines[-5].startswith(f'Training is done: 6 epochs, {steps:,} env steps, eval return ')
+  # The next steps a command a line, each pasteable on its own.
+  assert lines[-4:] == ['Next:', f'  python -m rl.evaluate --output_dir={out}',
+                        f'  tensorboard --logdir {out}', f'  python -m rl.report {out}']
+  assert log[-4].endswith('Next:') and log[-3:] == lines[-3:]
 
   # A rerun says the run is complete, and nothing else happens.
   again = cli(*flags(out, QUIET + ['train_rl.n_epochs = 6']))
@@ -69,7 +70,7 @@ def test_console_is_throttled_log_keeps_every_epoch_and_the_end_says_what_next(t
   assert again_lines[1] == (f'{out} is already complete: 6/6 epochs (CartPole-v1, trainer '
                             'PolicyGradientTrainer); nothing to train.')
   assert 'Resuming' not in again.stdout and 'Training is done' not in again.stdout
-  assert again_lines[-1] == lines[-1] and len(again_lines) == 3
+  assert again_lines[-4:] == lines[-4:] and len(again_lines) == 6
 
   # --verbose shows every epoch (8 would be left out otherwise).
   longer = cli(*flags(out, QUIET + ['train_rl.n_epochs = 10']), '--verbose')

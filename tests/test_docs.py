@@ -74,3 +74,17 @@ def test_readme_stays_short():
   with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
     length = len(f.read())
   assert length <= 10_000, f'README.md is {length:,} characters; move detail to docs/'
+
+
+def test_one_gpu_install_line():
+  """Every page and config header that says how to install JAX for a GPU says it the same way."""
+  files = markdown_files() + [os.path.join(ROOT, 'configs', name)
+                              for name in os.listdir(os.path.join(ROOT, 'configs'))
+                              if name.endswith('.gin')]
+  line, mentions = "pip install -U 'jax[cuda12]'", 0
+  for path in files:
+    with open(path, encoding='utf-8') as f:
+      text = f.read()
+    assert text.count('jax[cuda') == text.count(line), path
+    mentions += text.count(line)
+  assert mentions >= 5

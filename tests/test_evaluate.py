@@ -48,6 +48,17 @@ def test_missing_folder_and_missing_checkpoint_raise(tmp_path):
   assert sorted(os.listdir(tmp_path)) == ['config.gin']
 
 
+def test_a_seeds_parent_folder_names_its_seeds(tmp_path):
+  for seed in (0, 1, 2, 5):
+    (tmp_path / f'seed_{seed}').mkdir()
+    (tmp_path / f'seed_{seed}' / 'config.gin').write_text('RLTask.seed = 0\n')
+  with pytest.raises(OutputDirError) as raised:
+    evaluate_lib.evaluate_run(str(tmp_path))
+  assert str(raised.value) == (
+      f"'{tmp_path}' holds the runs of --seeds=0-2,5, a folder each; evaluate one of them, "
+      f"e.g. --output_dir={tmp_path / 'seed_0'}.")
+
+
 def test_cli_missing_folder_is_one_line_and_exit_2(tmp_path):
   missing = str(tmp_path / 'no_such_run')
   process = in_process.run(f'--output_dir={missing}', program='rl.evaluate')

@@ -2,6 +2,7 @@
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -314,3 +315,24 @@ def test_render_only_without_records_or_with_a_broken_one_is_one_line(tmp_path):
 def test_each_config_has_its_section_of_the_page(config, section):
   """The memory task's MLP baseline sits in one table with the Transformers it is compared to."""
   assert results_page.group(config) == getattr(results_page, section)
+
+
+def test_readme_and_config_headers_quote_the_stored_records():
+  """The README's results table is `learning.py --summary`'s, and every median a config's
+  header quotes is its record's: the figures live in one place, benchmarks/results."""
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  records = results_page.stored_records(learning_records.RECORDS_DIR, learning.REGISTRY)
+  with open(os.path.join(root, 'README.md')) as f:
+    assert results_page.render_summary(records) in f.read(), (
+        "README.md's results table differs from the records; paste the output of "
+        'python benchmarks/learning.py --summary')
+  quoted = 0
+  for record in records:
+    path = os.path.join(root, 'configs', record['config'] + '.gin')
+    with open(path) as f:
+      header = ' '.join(line for line in f.read().splitlines() if line.startswith('#'))
+    median = results_page.row(record)['median_steps']
+    for number in re.findall(r'median(?: of)? ([\d,]+\d)', header):
+      assert int(number.replace(',', '')) == median, (record['config'], number, median)
+      quoted += 1
+  assert quoted >= 10

@@ -15,6 +15,7 @@ from run_helpers import REINFORCE
 from run_helpers import ROOT
 from run_helpers import assert_one_line_error
 from run_helpers import cli
+from run_helpers import cli_process
 
 
 @pytest.mark.parametrize('env_id, needles', [
@@ -115,3 +116,13 @@ def test_misspelt_flag_of_the_other_commands_is_one_line_and_exit_2(module, flag
                           text=True, timeout=240)
   assert_one_line_error(result, f'{module}: error:', known, '--helpshort')
   assert result.returncode == 2
+
+
+def test_helpshort_speaks_to_users():
+  """--helpshort shows what the command does and its exits, not notes on its module's code."""
+  result = cli_process('--helpshort')  # absl's help flags exit with status 1
+  usage = result.stdout.split('\nflags:')[0]
+  assert usage.startswith('Trains an agent: `python -m rl.run --config_file=X.gin')
+  assert 'Ctrl-C with\n130 and SIGTERM with 143' in usage
+  for note in ('this module', 'imports', 'rl.experiment', 'rl.console'):
+    assert note not in usage

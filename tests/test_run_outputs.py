@@ -48,7 +48,7 @@ def test_console_shows_one_line_per_epoch(tmp_path):
   assert 'compiling' in lines[0] and 'left' not in lines[0]
   # The closing line rounds the eval return as the epoch lines do.
   eval_return = read_metrics(tmp_path / 'c')[-1]['eval_return']
-  assert f'eval return {eval_return:.1f}.' in result.stdout.splitlines()[-2]
+  assert f'eval return {eval_return:.1f}.' in result.stdout.splitlines()[-5]
   # The log file ends with the console's last line.
   with open(tmp_path / 'c' / 'log.txt') as f:
     assert f.read().splitlines()[-1].endswith(result.stdout.splitlines()[-1])

@@ -58,3 +58,20 @@ def test_unused_bindings_make_no_difference_to_a_resume(tmp_path):
   changed = cli(f'--config_file={REINFORCE}', *two, '--config=RLTask.gamma = 0.5',
                 f'--output_dir={out}')
   assert changed.returncode == 2 and 'RLTask.gamma' in changed.stderr
+
+
+def test_a_long_list_of_unused_bindings_is_counted_on_the_console_and_whole_in_the_log(tmp_path):
+  out = tmp_path / 'run'
+  unused = [f'DQN.{name} = 3' for name in ('batch_size', 'n_eval_episodes', 'eval_every',
+                                            'sync_freq', 'max_slice_length', 'n_replay_epochs',
+                                            'value_batch_size')]
+  result = cli(f'--config_file={REINFORCE}', *ONE_EPOCH, *[f'--config={b}' for b in unused],
+               f'--output_dir={out}')
+  assert result.returncode == 0, result.stderr
+  [line] = warnings(result.stdout)
+  assert 'and 2 more (all in log.txt)' in line, line
+  [listed] = [l for l in (out / 'log.txt').read_text().splitlines()
+              if 'Bindings not used by this run: ' in l]
+  for binding in unused:
+    assert binding.split(' =')[0] in listed, listed
+  assert 'Bindings not used' not in result.stdout
