@@ -256,7 +256,7 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
         log.info('Bindings not used by this run: %s.', ', '.join(unused),
                  extra={run_folder.QUIET: True})
     run_folder.save_config(output_dir, gin.operative_config_str())
-    writer = MetricsWriter(output_dir, learner.history, run.trainer.summary_dirs)
+    writer = MetricsWriter(output_dir, learner.history)
     try:
       prepared = PreparedRun(run, output_dir, checkpointer, full_config, log, writer)
       prepared.console = console_settings

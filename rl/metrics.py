@@ -54,13 +54,14 @@ class MetricsWriter:
   `history` (the records of the epochs already done, from the checkpoint) is
   written back first: on a resume this drops the records of epochs that ran
   after the last checkpoint, so the file matches the restored state exactly.
+
+  TensorBoard gets one run per run folder, output_dir/tensorboard, with every
+  scalar of a record (the epoch among them) at the record's env steps: runs
+  of different algorithms, whose epochs hold different numbers of env steps,
+  line up on one x axis.
   """
 
-  def __init__(self, output_dir, history=(), summary_dirs=None):
-    """Args: summary_dirs: {subfolder: key prefix}; scalars whose key starts
-    with the prefix go to TensorBoard files in output_dir/subfolder (e.g. the
-    value network's metrics in output_dir/value), the rest to output_dir/tensorboard.
-    """
+  def __init__(self, output_dir, history=()):
     self._path = os.path.join(output_dir, METRICS_FILE)
     tmp = self._path + '.tmp'
     with open(tmp, 'w') as f:
@@ -68,21 +69,13 @@ class MetricsWriter:
         f.write(json.dumps(clean(record)) + '\n')
     os.replace(tmp, self._path)
     self._file = open(self._path, 'a')
-    self._output_dir = output_dir
-    self._last_epoch = history[-1]['epoch'] if history else 0
-    self._routes = [(prefix, sub) for sub, prefix in (summary_dirs or {}).items()]
-    # Opened at their first scalar: an event file is created at once, so a
-    # rerun with no epoch left would add an empty one.
-    self._event_files = {}  # subfolder -> EventFile
-
-  def _event_file(self, subfolder):
-    if subfolder not in self._event_files:
-      self._event_files[subfolder] = EventFile(os.path.join(self._output_dir, subfolder),
-                                               self._last_epoch + 1)
-    return self._event_files[subfolder]
-
-  def _subfolder_for(self, key):
-    return next((sub for prefix, sub in self._routes if key.startswith(prefix)), 'tensorboard')
+    self._folder = os.path.join(output_dir, 'tensorboard')
+    # TensorBoard hides the events at and after this step written before the
+    # session starts: those of epochs that ran after the checkpoint resumed from.
+    self._first_step = history[-1]['env_steps'] + 1 if history else 0
+    # Opened at its first scalar: an event file is created at once, so a rerun
+    # with no epoch left would add an empty one.
+    self._event_file = None
 
   def write(self, record):
     record = clean(record)
@@ -95,13 +88,11 @@ class MetricsWriter:
       with contextlib.suppress(OSError):
         self._file.close()
       raise WriteFailed(self._path, write_failure_reason(e)) from None
-    scalars = {}  # subfolder -> [(tag, value)]
-    for k, v in record.items():
-      if k not in ('epoch', 'env_steps') and isinstance(v, (int, float)) and v is not None:
-        scalars.setdefault(self._subfolder_for(k), []).append((k, v))
-    scalars.setdefault('tensorboard', []).append(('env_steps', record['env_steps']))
-    for subfolder, values in scalars.items():
-      self._event_file(subfolder).add_scalars(values, record['epoch'])
+    scalars = [(k, v) for k, v in record.items()
+               if k != 'env_steps' and isinstance(v, (int, float)) and v is not None]
+    if self._event_file is None:
+      self._event_file = EventFile(self._folder, self._first_step)
+    self._event_file.add_scalars(scalars, record['env_steps'])
 
   def close(self):
     """Closes every file, then raises the first failure (WriteFailed) if any."""
@@ -110,9 +101,9 @@ class MetricsWriter:
       self._file.close()
     except OSError as e:
       failures.append(WriteFailed(self._path, write_failure_reason(e)))
-    for event_file in self._event_files.values():
+    if self._event_file is not None:
       try:
-        event_file.close()
+        self._event_file.close()
       except WriteFailed as e:
         failures.append(e)
     if failures:
@@ -129,9 +120,9 @@ class EventFile:
   file is flushed to disk every FLUSH_SECONDS, as FileWriter does, and at
   `close`. A failed write raises WriteFailed.
 
-  `first_step`: the step of the first epoch to come. A session start there
-  hides, in TensorBoard, the events of epochs that ran after the checkpoint a
-  resume starts from.
+  `first_step`: the step of the first epoch to come (its env steps). A
+  session start there hides, in TensorBoard, the events of epochs that ran
+  after the checkpoint a resume starts from.
   """
 
   FLUSH_SECONDS = 30.0

@@ -57,11 +57,11 @@ def test_step_counters_survive_a_resume_and_the_resumed_run_matches(tmp_path):
   assert without_timing(read_metrics(resumed)) == expected
 
 
-def test_value_summaries_live_in_output_dir_value(tmp_path):
+def test_value_and_policy_summaries_share_the_runs_tensorboard_folder(tmp_path):
   from rl import experiment as run_lib
   config = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         'configs', 'ppo_cartpole.gin')
   out = tmp_path / 'ppo'
   run_lib.execute([config], ['train_rl.n_epochs = 1', 'RLTask.n_envs = 2',
                              'MLP.layer_widths = (8,)'], str(out))
-  assert os.listdir(out / 'value') and os.listdir(out / 'tensorboard')
+  assert os.listdir(out / 'tensorboard') and not os.path.exists(out / 'value')

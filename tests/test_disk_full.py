@@ -113,7 +113,7 @@ def test_a_run_stopped_by_a_failed_write_reports_that_write_not_the_closing_one(
   add_scalars = EventFile.add_scalars
 
   def failing_at_epoch_2(self, values, step):
-    if step == 2:
+    if dict(values)['epoch'] == 2:
       raise WriteFailed('the event file', 'No space left on device')
     add_scalars(self, values, step)
 

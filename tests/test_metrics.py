@@ -32,20 +32,21 @@ def scalars(folder):
   return out
 
 
-def test_each_scalar_reaches_its_tensorboard_folder_one_event_per_epoch(tmp_path):
-  writer = MetricsWriter(str(tmp_path), summary_dirs={'value': 'value_'})
+def test_every_scalar_is_one_event_per_epoch_at_its_env_steps(tmp_path):
+  writer = MetricsWriter(str(tmp_path))
   for epoch in (1, 2):
     writer.write({'epoch': epoch, 'env_steps': 256 * epoch, 'train_return': 10.0 * epoch,
                   'policy_loss': -0.5, 'value_loss': 2.0 / epoch, 'eval_return': math.nan})
   writer.close()
   assert [r['epoch'] for r in read_metrics(tmp_path)] == [1, 2]
   assert read_metrics(tmp_path)[0]['eval_return'] is None  # NaN: null in the JSON, no scalar
-  main, value = scalars(tmp_path / 'tensorboard'), scalars(tmp_path / 'value')
-  assert main == {'train_return': {1: 10.0, 2: 20.0}, 'policy_loss': {1: -0.5, 2: -0.5},
-                  'env_steps': {1: 256.0, 2: 512.0}}
-  assert value == {'value_loss': {1: 2.0, 2: 1.0}}
-  # All of an epoch's scalars of one folder travel in one event.
-  assert [e.step for e in events(tmp_path / 'tensorboard') if e.summary.value] == [1, 2]
+  # One TensorBoard run per run folder; the x axis is env steps, the epoch a scalar.
+  assert os.listdir(tmp_path / 'tensorboard') and not os.path.exists(tmp_path / 'value')
+  assert scalars(tmp_path / 'tensorboard') == {
+      'epoch': {256: 1.0, 512: 2.0}, 'train_return': {256: 10.0, 512: 20.0},
+      'policy_loss': {256: -0.5, 512: -0.5}, 'value_loss': {256: 2.0, 512: 1.0}}
+  # All of an epoch's scalars travel in one event.
+  assert [e.step for e in events(tmp_path / 'tensorboard') if e.summary.value] == [256, 512]
 
 
 def test_a_resumed_writer_starts_a_tensorboard_session_at_its_first_epoch(tmp_path):
@@ -58,6 +59,6 @@ def test_a_resumed_writer_starts_a_tensorboard_session_at_its_first_epoch(tmp_pa
   from tensorboardX.proto.event_pb2 import SessionLog  # pylint: disable=import-outside-toplevel
   starts = [e.step for e in events(tmp_path / 'tensorboard')
             if e.session_log.status == SessionLog.START]
-  assert starts == [3]
-  assert scalars(tmp_path / 'tensorboard') == {'loss': {3: 0.5}, 'env_steps': {3: 30.0}}
+  assert starts == [21]  # the env steps after the checkpoint's
+  assert scalars(tmp_path / 'tensorboard') == {'epoch': {30: 3.0}, 'loss': {30: 0.5}}
   assert [r['epoch'] for r in read_metrics(tmp_path)] == [1, 2, 3]

@@ -11,10 +11,9 @@ from rl.ops.advantages import masked_mean
 def kl_penalty_loss(log_probs, old_log_probs, advantages, entropy, mask, beta, entropy_coeff):
   """-E[r A] + beta E[KL] - entropy_coeff E[H], means over the real steps (mask 1), r = pi_new /
   pi_old; KL per step is (r - 1) - log r: never negative, its mean over pi_old's actions the KL."""
-  log_ratio = log_probs - old_log_probs
-  ratio = jnp.exp(log_ratio)
+  ratio, log_ratio = jnp.exp(log_probs - old_log_probs), log_probs - old_log_probs
   return (-masked_mean(ratio * jax.lax.stop_gradient(advantages), mask)
-          + beta * masked_mean((ratio - 1.0) - log_ratio, mask)
+          + beta * masked_mean((jnp.exp(log_ratio) - 1.0) - log_ratio, mask)
           - entropy_coeff * masked_mean(entropy, mask))
 
 

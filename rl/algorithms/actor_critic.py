@@ -145,8 +145,6 @@ class ActorCriticTrainer(RLTrainer):
 
   on_policy = False
   supports_jax_envs = True
-  # The value network's summaries (value_loss, value_mean, value_learning_rate, ...).
-  summary_dirs = {'value': 'value_'}
 
   def __init__(self, task, value_model=None, value_optimizer=None, value_lr_schedule=None,
                value_batch_size=64, value_train_steps_per_epoch=500, value_evals_per_epoch=1,

@@ -16,8 +16,6 @@ class Algorithm(Protocol):
 
   Attributes:
     supports_jax_envs: whether `rollout_data` exists (JAX-native envs).
-    summary_dirs: {subfolder: metric prefix}: a network's TensorBoard scalars
-      in a folder of their own.
     metric_prefixes: {network: prefix} of the network's learning_rate,
       gradients_l2 and steps_per_second in the epoch's metrics.
     n_replay_epochs: the latest epochs of trajectories the task keeps for the
@@ -25,7 +23,6 @@ class Algorithm(Protocol):
   """
   supports_jax_envs: bool
   n_replay_epochs: int
-  summary_dirs: dict
   metric_prefixes: dict
 
   def build_networks(self) -> tuple[dict, Acting]:

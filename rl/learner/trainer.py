@@ -47,8 +47,6 @@ class RLTrainer:
     collect_per_epoch: the reference's name of n_trajectories_per_epoch.
   """
 
-  # {subfolder: metric key prefix}: a network's TensorBoard scalars in a folder of their own.
-  summary_dirs = {}
   # Network name -> the prefix of its learning_rate, gradients_l2 and steps_per_second.
   metric_prefixes = {'policy': 'policy_', 'value': 'value_'}
   # Whether the algorithm's epoch can run on JAX-native envs (it has `rollout_data`).
