@@ -306,8 +306,14 @@ def make_report(runs_dir, target=None):
   except ImportError as e:
     if not (e.name or '').startswith('matplotlib'):
       raise
-    # The table is the report; the plot is what the optional plots extra adds.
-    print(f"rl.report: warning: {PLOT_FILE} not drawn: matplotlib is not installed; "
+    # The table is the report; the plot is what the optional plots extra adds. A plot
+    # of an earlier report would pass for this one's: it goes.
+    stale = os.path.join(runs_dir, PLOT_FILE)
+    removed = os.path.exists(stale)
+    if removed:
+      os.remove(stale)
+    print(f"rl.report: warning: {PLOT_FILE} not drawn"
+          f"{' (the earlier one removed)' if removed else ''}: matplotlib is not installed; "
           "pip install '.[plots]' adds it.", file=sys.stderr)
   return text
 

@@ -121,6 +121,14 @@ def test_without_matplotlib_the_report_is_written_and_the_plot_named_in_one_line
   assert not os.path.exists(os.path.join(runs, 'learning_curves.png'))
   [line] = capsys.readouterr().err.splitlines()
   assert 'learning_curves.png not drawn' in line and "pip install '.[plots]'" in line
+  # A plot left by an earlier report does not stay beside the new table.
+  plot = os.path.join(runs, 'learning_curves.png')
+  with open(plot, 'wb') as f:
+    f.write(b'an earlier plot')
+  report.make_report(runs, target=475)
+  assert not os.path.exists(plot)
+  [line] = capsys.readouterr().err.splitlines()
+  assert 'not drawn (the earlier one removed)' in line
 
 
 def test_one_run_folder_is_its_own_group(tmp_path):
