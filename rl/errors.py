@@ -3,6 +3,7 @@
 The runner prints `str(error)` of these without a traceback and exits non-zero,
 so every message must stand on its own and name the fix.
 """
+import contextlib
 import os
 import re
 
@@ -69,3 +70,22 @@ def write_failure_reason(error):
   if match:
     return os.strerror(int(match.group(1)))
   return (str(error).splitlines() or [type(error).__name__])[0][:200]
+
+
+@contextlib.contextmanager
+def one_line_errors(current, interrupted):
+  """Turns Ctrl-C, a NaN stop and a failed write inside the block into their one-line errors.
+
+  current() is the PreparedRun in progress, whose checkpoints say what a
+  rerun can do; interrupted() the Interrupted error of a Ctrl-C now. Single
+  runs (rl.experiment.train) and --seeds batches (rl.seeds.train_together)
+  share it.
+  """
+  try:
+    yield
+  except KeyboardInterrupt:
+    raise interrupted() from None
+  except NonFiniteLossError as e:
+    raise current().non_finite(e) from None
+  except WriteFailed as e:
+    raise current().write_failed(e) from None

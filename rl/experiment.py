@@ -24,6 +24,7 @@ from rl import compiler
 from rl import config
 from rl import console
 from rl import cpu_client
+from rl import errors
 from rl import registrations  # pylint: disable=unused-import  (every configurable)
 from rl import run_folder
 from rl.configurables import configurable
@@ -292,29 +293,11 @@ def execute(config_files, bindings, output_dir=None, seed=None, allow_config_cha
 
 def train(prepared):
   """Runs a PreparedRun's epochs, turning Ctrl-C and NaN stops into their one-line errors."""
-  with one_line_errors(lambda: prepared, prepared.interrupted):
+  with errors.one_line_errors(lambda: prepared, prepared.interrupted):
     if prepared.learner.epoch < prepared.run.n_epochs:
       mark_time('first_epoch_start')
     loop_lib.run(prepared.epoch_loop())
     prepared.checkpointer.wait()  # the last checkpoint is on disk before the run says done
-
-
-@contextlib.contextmanager
-def one_line_errors(current, interrupted):
-  """Turns Ctrl-C, a NaN stop and a failed write inside the block into their one-line errors.
-
-  current() is the PreparedRun in progress, whose checkpoints say what a
-  rerun can do; interrupted() the Interrupted error of a Ctrl-C now. Single
-  runs (`train`) and --seeds batches (rl.seeds.train_together) share it.
-  """
-  try:
-    yield
-  except KeyboardInterrupt:
-    raise interrupted() from None
-  except NonFiniteLossError as e:
-    raise current().non_finite(e) from None
-  except WriteFailed as e:
-    raise current().write_failed(e) from None
 
 
 def execute_seeds(config_files, bindings, output_dir, seeds, allow_config_change=False):

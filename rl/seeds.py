@@ -28,6 +28,7 @@ from rl import metrics as metrics_lib
 from rl.envs.task import MAX_SEED
 from rl.errors import ConfigError
 from rl.errors import Interrupted
+from rl.errors import one_line_errors
 from rl.learner import look_ahead
 from rl.learner.state import ActingState
 
@@ -227,7 +228,6 @@ class Seeds:
 
 def train_together(runs):
   """Trains PreparedRuns (rl.experiment) of one config and different seeds, vmapped (module doc)."""
-  from rl import experiment  # pylint: disable=import-outside-toplevel
   trainers = [r.learner for r in runs]
   lead = trainers[0]
   # The seeds share one acting function and one evaluation program: their
@@ -247,7 +247,7 @@ def train_together(runs):
     stops = {os.path.basename(r.output_dir): r.stopped_at() for r in runs}
     return Interrupted(interrupted_message(os.path.dirname(runs[0].output_dir), stops))
   try:
-    with experiment.one_line_errors(lambda: current_run, interrupted):
+    with one_line_errors(lambda: current_run, interrupted):
       while not all(loop.done for loop in loops):
         start = time.perf_counter()
         loops[0].begin()  # the first epoch compiles: say so, with progress lines

@@ -87,7 +87,7 @@ class Learner:
     self.extra = algorithm.initial_extra(self.networks)
     task.build_storage(self.task_needs(acting))
     # One compiled call trains every network of an epoch.
-    self._update = compiler.jit(self._update_then_metrics)
+    self._update = compiler.jit(self._train)
     self.look_ahead = look_ahead.LookAhead(look_ahead.One(self))
 
   def task_needs(self, acting):
@@ -267,11 +267,6 @@ class Learner:
 
   # -- training ---------------------------------------------------------------------
 
-  def _update_then_metrics(self, state, data):
-    """`update` as (the new state, what the host reads: (results, extra))."""
-    state, results, extra = self._train(state, data)
-    return state, (results, extra)
-
   def _train(self, state, data):
     """The algorithm's update on networks that hold the acting statistics, and each network's
     EpochResult: (state, {network: EpochResult}, extra); pure."""
@@ -296,8 +291,8 @@ class Learner:
   def train_epoch(self):
     """One epoch of training on the collected data, in one compiled call; returns its metrics."""
     start = time.perf_counter()
-    state, to_host = self._update(self.train_state, self.algorithm.epoch_data(self.epoch))
-    results, extra = jax.device_get(to_host)
+    state, results, extra = self._update(self.train_state, self.algorithm.epoch_data(self.epoch))
+    results, extra = jax.device_get((results, extra))
     self.train_state = state
     return self.epoch_metrics(results, extra, time.perf_counter() - start)
 

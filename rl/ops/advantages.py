@@ -1,11 +1,10 @@
 """Advantage estimators over batches of trajectory slices.
 
-Each estimator factory is gin-configurable and has the form
-`f(gamma, margin, [lambda_]) -> Estimator`, called as
-`estimator(rewards, returns, values, dones, mask)`. The estimator takes `[B, L]` arrays (jnp or numpy) and returns advantages of
-shape `[B, L - margin]`: the last `margin` rows of a slice exist only to look
-ahead and get no advantage of their own. Estimators are pure (inputs are never
-written to) and jit-able (L is static, so shapes are too).
+Each estimator factory is gin-configurable, `f(gamma, margin, [lambda_]) ->
+Estimator`; `estimator(rewards, returns, values, dones, mask)` takes `[B, L]`
+arrays (jnp or numpy) and returns advantages of shape `[B, L - margin]`: the
+last `margin` rows of a slice only look ahead and get no advantage of their
+own. Estimators are pure (inputs are never written to) and jit-able.
 
 Row conventions (row t of a slice is one time step):
   rewards[t]  reward for the action taken at row t.
@@ -130,11 +129,9 @@ class Estimator:
     return self.slices(rewards, returns, values, dones, mask)
 
 
-def _bind(core, **settings):
-  """`core` with its settings bound. The cores are jitted once at module level with
-  only `margin` static, so every (gamma, lambda_) shares one compiled program
-  per input shape; under an outer jax.jit the inner jit is inlined."""
-  return functools.partial(core, **settings)
+# The cores are jitted once at module level with only `margin` static, so every
+# (gamma, lambda_) shares one compiled program per input shape; the factories bind
+# their settings with functools.partial (under an outer jax.jit the inner one is inlined).
 
 
 @functools.partial(jax.jit, static_argnames=("margin",))
@@ -295,9 +292,9 @@ def monte_carlo(gamma, margin):
   """
   del gamma  # The returns were already discounted when they were stored.
   margin = _check_margin(margin)
-  return Estimator('monte_carlo', _bind(_monte_carlo_core, margin=margin), margin,
+  return Estimator('monte_carlo', functools.partial(_monte_carlo_core, margin=margin), margin,
                    bootstraps=False, whole_episodes=True,
-                   bootstrap_row=_bind(_no_bootstrap_row_core, margin=margin))
+                   bootstrap_row=functools.partial(_no_bootstrap_row_core, margin=margin))
 
 
 @configurable("td_k")
@@ -312,8 +309,8 @@ def td_k(gamma, margin):
       DQN's max_slice_length - 1).
   """
   margin = _check_margin(margin)
-  return Estimator('td_k', _bind(_td_k_core, gamma=gamma, margin=margin), margin,
-                   bootstrap_row=_bind(_td_k_bootstrap_row_core, margin=margin))
+  return Estimator('td_k', functools.partial(_td_k_core, gamma=gamma, margin=margin), margin,
+                   bootstrap_row=functools.partial(_td_k_bootstrap_row_core, margin=margin))
 
 
 @configurable("td_lambda")
@@ -330,7 +327,7 @@ def td_lambda(gamma, margin, lambda_=0.95):
       TD errors, 1 Monte-Carlo returns bootstrapped at the margin.
   """
   margin = _check_margin(margin)
-  return Estimator('td_lambda', _bind(_td_lambda_core, gamma=gamma, lambda_=lambda_,
+  return Estimator('td_lambda', functools.partial(_td_lambda_core, gamma=gamma, lambda_=lambda_,
                                       margin=margin), margin)
 
 
@@ -349,8 +346,8 @@ def gae(gamma, margin, lambda_=0.95):
   """
   margin = _check_margin(margin)
   settings = dict(gamma=gamma, lambda_=lambda_, margin=margin)
-  return Estimator('gae', _bind(_gae_core, **settings), margin,
-                   every_row=_bind(_gae_every_row_core, **settings))
+  return Estimator('gae', functools.partial(_gae_core, **settings), margin,
+                   every_row=functools.partial(_gae_every_row_core, **settings))
 
 
 @jax.jit
