@@ -8,13 +8,16 @@ progress for both alike.
 """
 import concurrent.futures
 import socket
+import subprocess
 import threading
+import time
 
 from launch import processes
 from launch.errors import SweepError
 
-# How long `stop` lets a terminated rl.run exit before killing it.
-_STOP_GRACE_S = 10
+# How long `stop` lets a terminated rl.run finish its epoch and checkpoint it
+# (rl.termination) before killing it.
+STOP_GRACE_S = 60
 
 
 class LocalBackend:
@@ -54,16 +57,26 @@ class LocalBackend:
     return self._pool.submit(self._run, job)
 
   def stop(self):
-    """Terminates every running rl.run (each resumes from its checkpoint on a rerun)."""
+    """Terminates every running rl.run, which finishes its epoch and checkpoints it, and waits
+    for them (each resumes from its checkpoint on a rerun).
+
+    One still running after STOP_GRACE_S, or when a second Ctrl-C or SIGTERM
+    cuts the wait short, is killed and resumes from its last checkpoint.
+    """
     with self._lock:
       self._stopping = True
       children = list(self._children)
     for process in children:
       process.terminate()
-    for process in children:
-      try:
-        process.wait(_STOP_GRACE_S)
-      except Exception:  # pylint: disable=broad-except  # TimeoutExpired
+    deadline = time.monotonic() + STOP_GRACE_S
+    try:
+      for process in children:
+        try:
+          process.wait(max(deadline - time.monotonic(), 0))
+        except subprocess.TimeoutExpired:
+          process.kill()
+    except KeyboardInterrupt:
+      for process in children:
         process.kill()
 
   def close(self):

@@ -101,6 +101,9 @@ def run_rl_logged(config_files, output_dir, seed, bindings, log_path, started=No
       process = subprocess.Popen(
           command, stdout=log, stderr=subprocess.PIPE, text=True, errors='replace',
           cwd=REPO_ROOT, env=child_env(),
+          # Its own session: a terminal's Ctrl-C reaches the sweep alone, which
+          # stops each run with one SIGTERM (a second would stop it at once).
+          start_new_session=True,
           preexec_fn=_die_with_parent if _LIBC is not None else None)
     except OSError as e:  # the process could not even start
       return f'cannot start rl.run: {e}'

@@ -36,7 +36,9 @@ Strings are passed to gin quoted (repr), except those starting with '@' or '%',
 which are gin references and macros; lists become tuples. The sweep bindings
 come after the --config ones. A failed run does not stop the others; the exit
 status is 1 if any failed, 2 on bad input, 130 after Ctrl-C and 143 after
-SIGTERM, which both stop its runs (rl.termination). Rerunning the same command resumes
+SIGTERM, which both stop its runs: each finishes its epoch and checkpoints it
+(rl.termination), and a local run still going after a minute, or at a second
+Ctrl-C, is killed (launch.backends.STOP_GRACE_S). Rerunning the same command resumes
 unfinished runs from their checkpoints and skips the runs it finished before
 (same config files, same parsed config, same --config bindings in any order
 that cannot change them; otherwise each run is started and rl.run decides: a

@@ -182,8 +182,16 @@ def last_checkpoint(checkpointer):
 
 
 def interrupted_message(output_dir, epoch, n_epochs, checkpoint_epoch):
-  """Where a Ctrl-C stopped the run and what a rerun of the same command does."""
+  """Where a Ctrl-C stopped the run and what a rerun of the same command does.
+
+  epoch: the epoch in progress; a run that checkpointed the epoch before it
+  (rl.termination: it finished its epoch first) lost nothing.
+  """
   where = f'interrupted in epoch {epoch}/{n_epochs}'
+  if checkpoint_epoch is not None and checkpoint_epoch == epoch - 1:
+    path = os.path.join(output_dir, CHECKPOINT_DIR, str(checkpoint_epoch))
+    return (f'stopped after epoch {checkpoint_epoch}/{n_epochs}, checkpointed ({path}): rerun '
+            'the same command to resume from it.')
   if checkpoint_epoch is None:
     return f'{where}; no checkpoint was written yet: rerun the same command to start it again.'
   path = os.path.join(output_dir, CHECKPOINT_DIR, str(checkpoint_epoch))

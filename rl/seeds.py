@@ -25,11 +25,13 @@ import numpy as np
 from rl import compiler
 from rl import keys
 from rl import metrics as metrics_lib
+from rl import termination
 from rl.envs.task import MAX_SEED
 from rl.errors import ConfigError
 from rl.errors import Interrupted
 from rl.errors import one_line_errors
 from rl.learner import look_ahead
+from rl.learner import loop as loop_lib
 from rl.learner.state import ActingState
 
 # The most seeds one --seeds run takes. On JAX-native envs they all train in
@@ -87,10 +89,12 @@ def _check_count(text, count):
 
 def interrupted_message(parent, stops):
   """Where a Ctrl-C stopped each seed of a --seeds run ({folder name: stopped_at()}), in one line."""
-  where = '; '.join(
-      f'{name} in epoch {epoch}/{n_epochs} (last checkpoint: '
-      f"{'none' if checkpoint is None else f'epoch {checkpoint}'})"
-      for name, (epoch, n_epochs, checkpoint) in stops.items())
+  def stop(epoch, n_epochs, checkpoint):
+    if checkpoint is not None and checkpoint == epoch - 1:
+      return f'after epoch {checkpoint}/{n_epochs} (checkpointed)'
+    last = 'none' if checkpoint is None else f'epoch {checkpoint}'
+    return f'in epoch {epoch}/{n_epochs} (last checkpoint: {last})'
+  where = '; '.join(f'{name} {stop(*at)}' for name, at in stops.items())
   return (f'interrupted: {where}, under {parent}: rerun the same command to resume each seed '
           'from its last checkpoint (a seed without one starts again).')
 
@@ -247,7 +251,8 @@ def train_together(runs):
     stops = {os.path.basename(r.output_dir): r.stopped_at() for r in runs}
     return Interrupted(interrupted_message(os.path.dirname(runs[0].output_dir), stops))
   try:
-    with one_line_errors(lambda: current_run, interrupted):
+    with one_line_errors(lambda: current_run, interrupted), \
+        termination.epoch_finishes_first():
       while not all(loop.done for loop in loops):
         start = time.perf_counter()
         loops[0].begin()  # the first epoch compiles: say so, with progress lines
@@ -264,6 +269,8 @@ def train_together(runs):
             loop.finish(run.learner.run_epoch(
                 outputs=batch.epoch_outputs(read, i, j, evaluation), seconds=read.seconds,
                 evaluation=evaluation), start)
+      if any(loop.stopped for loop in loops):
+        raise loop_lib.Stopped  # every seed checkpointed the epoch it stopped at
       for run in runs:
         current_run = run
         run.checkpointer.wait()  # every seed's last checkpoint is on disk before the job says done

@@ -104,19 +104,21 @@ def without_timing(records):
   return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in records]
 
 
-def gated_config(tmp_path):
+def gated_config(tmp_path, **kwargs):
   """(gate, config) for tests/sweep_gate.py's CartPole, which waits at the gate file.
 
   A run on the config file (every run of a sweep given it too) stops inside
   the epoch after its first checkpoint until the test creates the gate, so a
   signal always finds it there and a run cannot finish before, however fast
   or loaded the machine is; with the gate already there it is CartPole-v1.
+  kwargs: the env's other kwargs (`after_epochs`, `hold_when_stopping`).
   """
   gate = tmp_path / 'gate'
   gated = tmp_path / 'gated.gin'
+  env_kwargs = {'gate': str(gate), **kwargs}
   gated.write_text('import tests.sweep_gate\n'
                    "RLTask.env = 'rl_test/GatedCartPole-v1'\n"
-                   f'RLTask.env_kwargs = {{"gate": {str(gate)!r}}}\n')
+                   f'RLTask.env_kwargs = {env_kwargs!r}\n')
   return gate, gated
 
 

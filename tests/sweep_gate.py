@@ -10,10 +10,15 @@ checkpoint, while the file named by the env kwarg `gate` does not exist:
 
 So a run checkpoints its first epoch and then stops inside its second, however
 fast or loaded the machine is, and leaves a marker `<gate>.waiting-<pid>` once
-it is held (`waiting(gate)`), so a test signals it only then: a test that interrupts a sweep always finds the
-run midway, not finished. Creating the gate file lets every run go on (a
-resumed run too: the path is in the config, the file on disk). A gate never
-opened fails the run after GATE_TIMEOUT_S, so a broken test cannot hang CI.
+it is held (`waiting(gate)`), so a test signals it only then: a test that
+interrupts a sweep always finds the run midway, not finished. Creating the gate
+file lets every run go on (a resumed run too: the path is in the config, the
+file on disk). So does a Ctrl-C or SIGTERM, which asks the run to finish its
+epoch (rl.termination): the gate leaves `<gate>.stop-asked-<pid>` and lets it,
+unless the env kwarg `hold_when_stopping` keeps it held for a second signal.
+With the env kwarg `after_epochs=N` the run is held once its metrics.jsonl
+holds N epochs instead of after its first checkpoint. A gate never opened
+fails the run after GATE_TIMEOUT_S, so a broken test cannot hang CI.
 
 Imported as `tests.sweep_gate`: rl.run's children start in the repository root
 (launch/processes.py), where `tests` is a namespace package. The run folder is
@@ -26,6 +31,8 @@ import time
 from absl import flags
 import gymnasium as gym
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+from rl import termination
 
 ENV_ID = 'rl_test/GatedCartPole-v1'
 GATE_TIMEOUT_S = 300
@@ -78,22 +85,45 @@ def _run_dir():
   return flags.FLAGS['output_dir'].value
 
 
-def wait_at_gate(gate):
-  """Returns at once before the run's first checkpoint or once `gate` exists."""
+def _epochs_logged(run_dir):
+  try:
+    with open(os.path.join(run_dir, 'metrics.jsonl')) as f:
+      return sum(1 for line in f if line.endswith('\n'))
+  except FileNotFoundError:
+    return 0
+
+
+def _held(after_epochs):
+  """Whether the run has got where the gate holds it."""
+  if after_epochs is not None:
+    return _epochs_logged(_run_dir()) >= after_epochs
+  return bool(_saves or _has_checkpoint(_run_dir()))
+
+
+def wait_at_gate(gate, after_epochs=None, hold_when_stopping=False):
+  """Returns at once before the run gets to the gate (its first checkpoint, or `after_epochs`
+  epochs logged), once `gate` exists, or once the run is asked to stop (module doc)."""
   if gate in _opened:
     return
   if os.path.exists(gate):
     _opened.add(gate)
     return
-  if not (_saves or _has_checkpoint(_run_dir())):
+  if not _held(after_epochs):
     return
   # Says that this process is held here, past everything its checkpoint did
   # (orbax may still be finishing a save when the step folder appears): a
-  # test signals the run only once it sees this file (waiting_marker).
+  # test signals the run only once it sees this file (`waiting`).
   with open(f'{gate}.waiting-{os.getpid()}', 'w'):
     pass
   deadline = time.monotonic() + GATE_TIMEOUT_S
   while not os.path.exists(gate):
+    if termination.stop_asked():
+      marker = f'{gate}.stop-asked-{os.getpid()}'
+      if not os.path.exists(marker):
+        with open(marker, 'w'):
+          pass
+      if not hold_when_stopping:
+        return
     if time.monotonic() > deadline:
       raise RuntimeError(f'{ENV_ID}: the gate {gate} was not opened within '
                          f'{GATE_TIMEOUT_S} s; the test should have opened it or '
@@ -111,12 +141,14 @@ def waiting(gate):
 class GatedCartPole(CartPoleEnv):
   """CartPole-v1 whose steps wait at `gate` once the run has a checkpoint."""
 
-  def __init__(self, gate, **kwargs):
+  def __init__(self, gate, after_epochs=None, hold_when_stopping=False, **kwargs):
     super().__init__(**kwargs)
     self.gate = os.path.abspath(gate)
+    self.after_epochs = after_epochs
+    self.hold_when_stopping = hold_when_stopping
 
   def step(self, action):
-    wait_at_gate(self.gate)
+    wait_at_gate(self.gate, self.after_epochs, self.hold_when_stopping)
     return super().step(action)
 
 

@@ -109,10 +109,12 @@ def test_sigkill_mid_run_then_resume_is_bit_exact(tmp_path, run):
 
 
 def test_ctrl_c_says_where_the_run_stopped_and_rerun_resumes(tmp_path):
-  """SIGINT: one line naming the epoch and the last checkpoint, exit 130, then a resume.
+  """SIGINT: the epoch under way finishes and is checkpointed, one line names it, exit 130,
+  then a resume from it.
 
   The run waits at gated_config's gate after its first checkpoint, so the
-  signal always finds it inside epoch 2 with checkpoint 1 written.
+  signal always finds it inside epoch 2 with checkpoint 1 written; asked to
+  stop, the gate lets it finish epoch 2 (tests/sweep_gate.py).
   """
   gate, gated = gated_config(tmp_path)
   out = tmp_path / 'run'
@@ -123,18 +125,20 @@ def test_ctrl_c_says_where_the_run_stopped_and_rerun_resumes(tmp_path):
                           preexec_fn=run_helpers.default_sigint)
   wait_for_checkpoint(proc, out, 1, gate)
   proc.send_signal(signal.SIGINT)
-  _, stderr = proc.communicate(timeout=120)
+  stdout, stderr = proc.communicate(timeout=120)
   assert proc.returncode == 130, stderr
+  assert ('rl.run: Ctrl-C: stopping after the epoch under way, once its checkpoint is written; '
+          'Ctrl-C again stops at once, from the last checkpoint.') in stdout
   lines = stderr.strip().splitlines()
   assert len(lines) == 1, stderr
-  assert 'interrupted in epoch 2/3' in lines[0]
-  assert 'the last checkpoint is epoch 1' in lines[0]
-  assert 'rerun the same command to resume' in lines[0]
+  assert lines[0] == (f'rl.run: stopped after epoch 2/3, checkpointed ({out}/checkpoints/2): '
+                      'rerun the same command to resume from it.')
+  assert [r['epoch'] for r in read_metrics(out)] == [1, 2]
 
   gate.write_text('')
   resumed = cli(*args)
   assert resumed.returncode == 0, resumed.stderr
-  assert f'Resuming {out} from epoch 1/3: ' in resumed.stdout
+  assert f'Resuming {out} from epoch 2/3: ' in resumed.stdout
   assert [r['epoch'] for r in read_metrics(out)] == [1, 2, 3]
 
 

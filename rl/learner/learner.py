@@ -63,6 +63,7 @@ class Learner:
     self.algorithm = algorithm
     self.options = options
     self.epoch = 0
+    self._state_epoch = 0  # the epoch of train_state (state_is_current)
     self.history = []
     self._history_bytes = history_lib.HistoryBytes()
     self.last_epoch = None  # set by the epoch loop: the last epoch is always evaluated
@@ -145,10 +146,16 @@ class Learner:
                                    arrays['collect'].get('model_state', {})))
     self.train_key = keys.from_data(arrays['train_key'], 'training key')
     self.extra = like(self.extra, arrays.get('extra', {}))
-    self.epoch = int(meta['epoch'])
+    self.epoch = self._state_epoch = int(meta['epoch'])
     # A checkpoint may also hold the history in its JSON, as a list.
     self.history = (history_lib.decode(arrays['history']) if 'history' in arrays
                     else list(meta['history']))
+
+  @property
+  def state_is_current(self):
+    """Whether train_state is of the latest epoch booked, what a checkpoint saves: a JAX-native
+    epoch booked from the middle of a call (rl.learner.look_ahead) leaves it at an earlier one."""
+    return not self.task.jax_native or self._state_epoch == self.epoch
 
   def share_programs(self, other):
     """Acts and evaluates with `other`'s compiled functions (a learner of the same config
@@ -334,6 +341,7 @@ class Learner:
     """
     if outputs[0] is not None:
       self.train_state, self.task.carry = outputs[0], outputs[1]
+      self._state_epoch = self.epoch
     _, _, results, extra, (returns, ended), n_segments = outputs
     # Episodes in the order they ended (step-major, then env), as on the host.
     episode_returns = [float(r) for r in np.asarray(returns)[np.asarray(ended)]]

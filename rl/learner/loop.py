@@ -4,6 +4,7 @@ import time
 
 from rl import console as console_lib
 from rl import metrics as metrics_lib
+from rl import termination
 from rl.learner import time_left as time_left_lib
 
 
@@ -45,6 +46,8 @@ class EpochLoop:
     self._first_epoch = None
     # Throughput since the last console line: (env steps then, the epochs' seconds since).
     self._since = None
+    # Set when a Ctrl-C or SIGTERM stopped the run at an epoch it checkpointed.
+    self.stopped = False
     learner.last_epoch = n_epochs
     # A JAX-native call of several epochs ends where booking reads the state.
     learner.reads_state = self.needs_state
@@ -63,6 +66,8 @@ class EpochLoop:
     only for the checkpoint of a run that reaches its target return.
     """
     learner = self.learner
+    if termination.stop_asked():
+      return True  # the run stops at the next epoch whose state it can checkpoint
     if epoch >= self.n_epochs or (self._checkpoint_fn is not None
                                   and epoch % self._checkpoint_every == 0):
       return True
@@ -123,13 +128,17 @@ class EpochLoop:
     last = reached or learner.epoch >= self.n_epochs
     if self._log is not None:
       self._console_line(record, first, evaluated, last)
-    if self._checkpoint_fn is not None and (learner.epoch % self._checkpoint_every == 0
-                                            or learner.epoch == self.n_epochs or reached):
+    checkpoint = self._checkpoint_fn is not None and (
+        learner.epoch % self._checkpoint_every == 0 or learner.epoch == self.n_epochs or reached)
+    # Asked to stop: checkpoint this epoch when its state is at hand (a
+    # JAX-native call's last epoch) and stop after it.
+    self.stopped = not last and termination.stop_asked() and learner.state_is_current
+    if checkpoint or (self.stopped and self._checkpoint_fn is not None):
       self._checkpoint_fn()
     if reached and self._log is not None:
       self._log(f'Stopping: eval return {record["eval_return"]:.1f} reached '
                 f'train_rl.stop_at_return = {self._stop_at_return}.')
-    self.done = last
+    self.done = last or self.stopped
     if reached:
       # The run's last epoch: nothing more is run ahead for it (rl.learner.look_ahead).
       learner.last_epoch = learner.epoch
@@ -165,12 +174,23 @@ class EpochLoop:
       self._since = (self._since[0], seconds)
 
 
+class Stopped(KeyboardInterrupt):
+  """A Ctrl-C or SIGTERM stopped the run after an epoch it checkpointed; handled as Ctrl-C."""
+
+
 def run(loop):
-  """Runs the loop's learner epoch by epoch until the loop is done (the one epoch driver)."""
+  """Runs the loop's learner epoch by epoch until the loop is done (the one epoch driver).
+
+  A Ctrl-C or SIGTERM lets the epoch under way finish and be checkpointed,
+  then raises Stopped (rl.termination); a second one stops at once.
+  """
   try:
-    while not loop.done:
-      epoch_start = loop.clock()
-      loop.begin()
-      loop.finish(loop.learner.run_epoch(), epoch_start)
+    with termination.epoch_finishes_first():
+      while not loop.done:
+        epoch_start = loop.clock()
+        loop.begin()
+        loop.finish(loop.learner.run_epoch(), epoch_start)
+    if loop.stopped:
+      raise Stopped
   finally:
     loop.end_progress()
