@@ -25,13 +25,14 @@ def epoch_seconds(record):
   return sum(finite(record.get(k)) or 0.0 for k in ('time_collect', 'time_train', 'time_eval'))
 
 
-def time_to_target(records, target, budget):
+def time_to_target(records, target, budget, key='eval_return'):
   """Where one run first reaches `target` within `budget` env steps.
 
   Args:
     records: the run's metrics.jsonl records (any order).
-    target: the eval return to reach (eval_return >= target counts).
+    target: the return to reach (`key` >= target counts).
     budget: the most env steps the reaching epoch may have used.
+    key: the record's return: eval_return, or train_return.
 
   Returns:
     {'reached', 'epoch', 'env_steps', 'wall_seconds'}; the last three are None
@@ -45,31 +46,31 @@ def time_to_target(records, target, budget):
     if record['env_steps'] > budget:
       # env_steps only grows, so no later epoch can be within the budget.
       break
-    value = finite(record.get('eval_return'))
+    value = finite(record.get(key))
     if value is not None and value >= target:
       return {'reached': True, 'epoch': record['epoch'], 'env_steps': record['env_steps'],
               'wall_seconds': wall}
   return {'reached': False, 'epoch': None, 'env_steps': None, 'wall_seconds': None}
 
 
-def final_eval(records):
-  """The eval_return of the last epoch that has one (None if no epoch does).
+def final_eval(records, key='eval_return'):
+  """The eval_return (or other `key`) of the last epoch that has one (None if no epoch does).
 
   The last epoch itself may have a null eval (e.g. no eval episode ended), so
   the latest finite one stands for where the run ended up.
   """
   for record in sorted(records, key=lambda r: r['epoch'], reverse=True):
-    value = finite(record.get('eval_return'))
+    value = finite(record.get(key))
     if value is not None:
       return value
   return None
 
 
-def eval_curve(records):
-  """(env_steps, eval_return) lists of the epochs with a finite eval, by epoch."""
+def eval_curve(records, key='eval_return'):
+  """(env_steps, eval_return) lists of the epochs with a finite eval (or `key`), by epoch."""
   steps, returns = [], []
   for record in sorted(records, key=lambda r: r['epoch']):
-    value = finite(record.get('eval_return'))
+    value = finite(record.get(key))
     if value is not None:
       steps.append(record['env_steps'])
       returns.append(value)
@@ -189,33 +190,39 @@ def _interp(x, xs, ys):
   return ys[lo] + frac * (ys[hi] - ys[lo])
 
 
-def aggregate_curves(curves, n_points=CURVE_POINTS):
-  """Mean and min-max over seeds of (env_steps, returns) curves on a common grid.
+def common_grid(curves, n_points=CURVE_POINTS):
+  """(grid, [the seeds' values at x, per x of grid]) of (x, returns) curves.
 
   Seeds log evals at different env steps (an epoch of whole trajectories has
   no fixed length), so each curve is linearly interpolated onto one grid. The
-  grid spans only the env steps every seed covers: outside a seed's range its
-  value would be made up, and a band over fewer seeds would look narrower than
-  it is.
-
-  Returns:
-    (grid, mean, low, high) lists, all empty when no grid is covered by every
-    seed (no curves, or a seed with no eval).
+  grid spans only the x every seed covers: outside a seed's range its value
+  would be made up, and a band over fewer seeds would look narrower than it
+  is. Both are empty when no x is covered by every seed (no curves, or a seed
+  with no eval).
   """
   curves = list(curves)  # may be a generator; it is walked several times
   if not curves or any(not steps for steps, _ in curves):
-    return [], [], [], []
+    return [], []
   start = max(steps[0] for steps, _ in curves)
   stop = min(steps[-1] for steps, _ in curves)
   if start > stop:
-    return [], [], [], []
+    return [], []
   if start == stop or n_points < 2:
     grid = [float(start)]
   else:
     grid = [start + (stop - start) * i / (n_points - 1) for i in range(n_points)]
+  return grid, [[_interp(x, steps, returns) for steps, returns in curves] for x in grid]
+
+
+def aggregate_curves(curves, n_points=CURVE_POINTS):
+  """Mean and min-max over seeds of (env_steps, returns) curves on their `common_grid`.
+
+  Returns:
+    (grid, mean, low, high) lists, all empty when no grid is covered by every seed.
+  """
+  grid, columns = common_grid(curves, n_points)
   mean, low, high = [], [], []
-  for x in grid:
-    values = [_interp(x, steps, returns) for steps, returns in curves]
+  for values in columns:
     mean.append(statistics.fmean(values))
     low.append(min(values))
     high.append(max(values))

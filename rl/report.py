@@ -1,20 +1,23 @@
-r"""Summarises finished runs: `python -m rl.report RUNS_DIR [--target=475]`.
+r"""Compares runs: `python -m rl.report RUNS_DIR [--target=475] [--metric=eval|train] ...`.
 
 RUNS_DIR is one run folder (holding metrics.jsonl) or a folder with run
 folders anywhere below it (a sweep's <point>/seed_<n>, a --seeds run's
-seed_<n>). Runs whose config.gin differ only in RLTask.seed form a group;
-groups are keyed G1, G2, ... and named by the bindings whose values differ
-between them, abbreviated to their parameter names, with a table of those
-bindings in full under the heading (a lone group is named by RUNS_DIR). Only finished runs are summarised: a run is
-finished when its last epoch is its train_rl.n_epochs, or when that epoch's
-eval_return reached its train_rl.stop_at_return; the others are listed under
-their group with the epoch they reached. Training seconds leave out the
-epochs that compiled (time_compile, logged by the first epoch of every start
-and resume; without it, the first epoch), reported as compile seconds.
+seed_<n>, runs/ppo/seed_<n> beside runs/a2c/seed_<n>). Runs whose config.gin
+differ only in RLTask.seed form a group, named by its folder where folders
+tell the groups apart and by its differing bindings otherwise
+(rl.run_groups). A run is finished when its last epoch is its
+train_rl.n_epochs, or when that epoch's eval_return reached its
+train_rl.stop_at_return; the others are unfinished: listed and drawn, but
+left out of their group's aggregates. Training seconds leave out the epochs
+that compiled (time_compile, logged by the first epoch of every start and
+resume; without it, the first epoch), reported as compile seconds.
 Writes, and prints the first of:
-  <RUNS_DIR>/report.md             a markdown table per group;
-  <RUNS_DIR>/learning_curves.png   eval return against env steps: mean line
-                                   and min-max band over seeds per group.
+  <RUNS_DIR>/report.md             a summary table (a row per group: its
+                                   finished runs' final and best return as
+                                   an IQM or mean with a 95% bootstrap CI,
+                                   rl.aggregate), then each group's bindings
+                                   and a row per run;
+  <RUNS_DIR>/learning_curves.png   a panel per env (rl.report_figure).
 """
 import ast
 import math
@@ -25,32 +28,44 @@ import sys
 from absl import app
 from absl import flags
 
+from rl import aggregate
 from rl import learning_curves as learning
+from rl import report_figure
 from rl.metrics import METRICS_FILE
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
 from rl.run_groups import bindings_table
+from rl.run_groups import env_name
 from rl.run_groups import group_runs
 from rl.run_groups import run_bindings
 
 FLAGS = flags.FLAGS
 
+# --metric: the record's key, and how the report calls it.
+METRICS = {'eval': ('eval_return', 'eval return (greedy)'),
+           'train': ('train_return', 'train return (episodes ended in the epoch)')}
+X_AXES = {'env_steps': 'env steps', 'seconds': 'training seconds (compiling left out)'}
+
 
 def define_flags(flag_values):
   """Defines rl.report's flags on `flag_values` (absl's FLAGS, at import; see rl.run's)."""
-  flags.DEFINE_float('target', None, 'Eval return to reach: adds the runs reaching it and '
-                     'the median env steps and seconds to the first eval at or above it.',
+  flags.DEFINE_float('target', None, 'Return to reach (of --metric): adds the runs reaching '
+                     'it and the median env steps and seconds to the first epoch at or above it.',
                      flag_values=flag_values)
+  flags.DEFINE_enum('metric', 'eval', list(METRICS), 'The return compared: eval (eval_return, '
+                    'greedy) or train (train_return, the episodes that ended in the epoch).',
+                    flag_values=flag_values)
+  flags.DEFINE_enum('x', 'env_steps', list(X_AXES), "The plot's x axis: env steps or "
+                    'training seconds.', flag_values=flag_values)
+  flags.DEFINE_enum('aggregate', 'iqm', list(aggregate.AGGREGATES), "Over a group's runs: "
+                    'iqm (interquartile mean) or mean, with a 95% bootstrap CI.',
+                    flag_values=flag_values)
 
 
 define_flags(FLAGS)
 
 REPORT_FILE = 'report.md'
 PLOT_FILE = 'learning_curves.png'
-# Legends name groups by their key alone once a name is longer than this.
-LEGEND_NAME_CHARS = 30
-# Group i is drawn in colour C(i % 10) with line style i // 10: 10 colours repeat.
-LINE_STYLES = ('-', '--', ':', '-.')
 
 
 def find_runs(runs_dir):
@@ -121,143 +136,145 @@ def split_compile(records):
   return seconds, timed
 
 
-def best_eval(records):
-  """The highest finite eval_return of a run (None without one)."""
-  _, returns = learning.eval_curve(records)
-  return max(returns) if returns else None
+def run_curve(timed, key, x):
+  """(x, returns) of the epochs with a finite `key`; x is env steps or training seconds.
 
-
-def summarize_group(name, records_per_run, target=None):
-  """One group's numbers from its runs' metrics records.
-
-  Returns learning.summarize_config's row (n_runs, final_mean, final_std
-  (population std over seeds), and with a target n_reached, median_steps and
-  median_seconds to the first eval >= target) plus 'best' over all its runs
-  and the mean over runs of 'train_seconds' and 'compile_seconds' (see
-  `split_compile`; median_seconds leaves out compile seconds too).
+  `timed`: records as `split_compile` leaves them, so compiling adds no seconds.
   """
-  compile_seconds, timed = zip(*map(split_compile, records_per_run))
+  xs, ys, seconds = [], [], 0.0
+  for record in sorted(timed, key=lambda r: r['epoch']):
+    seconds += learning.epoch_seconds(record)
+    value = learning.finite(record.get(key))
+    if value is not None:
+      xs.append(record['env_steps'] if x == 'env_steps' else seconds)
+      ys.append(value)
+  return xs, ys
+
+
+def summarize_run(records, key='eval_return', target=None, x='env_steps'):
+  """One run's numbers: final and best `key`, seconds, where it reached `target`, its curve."""
+  compile_seconds, timed = split_compile(records)
+  _, values = learning.eval_curve(records, key)
   # No env-step budget applies here: any epoch reaching the target counts.
-  runs = [learning.summarize_run(records, math.inf if target is None else target, math.inf)
-          for records in timed]
-  row = learning.summarize_config(name, target, None, runs)
-  bests = [b for b in map(best_eval, records_per_run) if b is not None]
-  row['best'] = max(bests) if bests else None
-  row['train_seconds'] = statistics.fmean(
-      sum(map(learning.epoch_seconds, records)) for records in timed)
-  row['compile_seconds'] = statistics.fmean(compile_seconds)
-  return row
+  reach = learning.time_to_target(timed, math.inf if target is None else target, math.inf, key)
+  return {'final': learning.final_eval(records, key), 'best': max(values, default=None),
+          'steps_to_target': reach['env_steps'], 'seconds_to_target': reach['wall_seconds'],
+          'train_seconds': sum(map(learning.epoch_seconds, timed)),
+          'compile_seconds': compile_seconds, 'curve': run_curve(timed, key, x)}
+
+
+def summarize_group(runs, how='iqm'):
+  """A group's row from its finished runs' `summarize_run`s.
+
+  final and best: rl.aggregate Estimates (None without a value); n_reached and
+  the medians of env steps and seconds over the runs reaching the target; the
+  mean over runs of training and compile seconds.
+  """
+  reached = [r for r in runs if r['steps_to_target'] is not None]
+
+  def over(average, members, key):
+    return average(r[key] for r in members) if members else None
+
+  return {'final': aggregate.estimate([r['final'] for r in runs], how),
+          'best': aggregate.estimate([r['best'] for r in runs], how),
+          'n_runs': len(runs), 'n_reached': len(reached),
+          'median_steps': over(statistics.median, reached, 'steps_to_target'),
+          'median_seconds': over(statistics.median, reached, 'seconds_to_target'),
+          'train_seconds': over(statistics.fmean, runs, 'train_seconds'),
+          'compile_seconds': over(statistics.fmean, runs, 'compile_seconds')}
 
 
 def _fmt(value, digits=1):
   return '—' if value is None else f'{value:,.{digits}f}'
 
 
-def format_group(heading, row, run_names, unfinished, target=None, table=None):
-  """A group's markdown section: heading, its differing bindings, one-row table, its runs.
+def format_estimate(estimate, n_runs):
+  """'485.0 [480.0, 490.0]', or '485.0 (2 runs, no CI)' below MIN_RUNS_FOR_CI runs."""
+  if estimate is None:
+    return '—'
+  text = f'{estimate.value:.1f}'
+  if estimate.low is not None:
+    text += f' [{estimate.low:.1f}, {estimate.high:.1f}]'
+  else:
+    text += f' ({estimate.n} run{"s" * (estimate.n != 1)}, no CI)'
+  if estimate.n != n_runs:
+    text += f' (of {n_runs} runs)'  # some finished run logged no value
+  return text
 
-  Args:
-    heading: the section's title.
-    row: `summarize_group` of its finished runs (None when none finished).
-    run_names: its finished runs' names.
-    unfinished: 'name (epoch E of N)' of its other runs.
-    target: adds the target columns when given.
-    table: {binding: value} telling the group apart from the others.
-  """
-  lines = [f'## {heading}', ''] + bindings_table(table or {})
-  left_out = 'Unfinished, left out: ' + ', '.join(unfinished)
-  if row is None:
-    return '\n'.join(lines + ['No finished run. ' + left_out])
-  header = ['runs', 'final eval_return (mean ± std)', 'best eval_return',
-            'training seconds (mean)', 'compile seconds (mean)']
-  final = ('—' if row['final_mean'] is None
-           else f"{row['final_mean']:.1f} ± {row['final_std']:.1f}")
-  if row['final_mean'] is not None and row['n_final'] != row['n_runs']:
-    # Say when the mean is over fewer runs than the group has.
-    final += f" ({row['n_final']}/{row['n_runs']} runs)"
-  cells = [str(row['n_runs']), final, _fmt(row['best']), _fmt(row['train_seconds']),
-           _fmt(row['compile_seconds'])]
+
+def _table(header, rows):
+  return ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)] + [
+      '| ' + ' | '.join(row) + ' |' for row in rows]
+
+
+def _groups(by_env):
+  """(env, name, run rows) of each group of {env: [(name, table, run rows)]}, env by env."""
+  return [(env, name, rows) for env, groups in by_env.items() for name, _, rows in groups]
+
+
+def _finished(run_rows):
+  """The `summarize_run`s of the finished runs among (run name, status, summary) rows."""
+  return [run for _, status, run in run_rows if status == 'finished']
+
+
+def summary_table(by_env, metric_name, how, target=None):
+  """The markdown summary: a row per group of {env: [(name, table, run rows)]}."""
+  label = aggregate.LABELS[how]
+  header = ['group', 'env', 'runs (finished/total)', f'final {metric_name}, {label} [95% CI]',
+            f'best {metric_name}, {label} [95% CI]']
   if target is not None:
-    header += [f'runs reaching {target:g}', 'median env steps to target',
-               'median seconds to target']
-    cells += [f"{row['n_reached']}/{row['n_runs']}", _fmt(row['median_steps'], 0),
-              _fmt(row['median_seconds'])]
-  lines += ['| ' + ' | '.join(header) + ' |',
-            '|' + '---|' * len(header),
-            '| ' + ' | '.join(cells) + ' |', '',
-            'Runs: ' + ', '.join(run_names)]
-  return '\n'.join(lines + ([left_out] if unfinished else []))
+    header += [f'env steps to {target:g} (median, runs reaching)', f'seconds to {target:g}']
+  header += ['training seconds', 'compile seconds']
+  rows = []
+  for env, name, run_rows in _groups(by_env):
+    row = summarize_group(_finished(run_rows), how)
+    cells = [name, env, f"{row['n_runs']}/{len(run_rows)}",
+             format_estimate(row['final'], row['n_runs']),
+             format_estimate(row['best'], row['n_runs'])]
+    if target is not None:
+      cells += [f"{_fmt(row['median_steps'], 0)} ({row['n_reached']}/{row['n_runs']})",
+                _fmt(row['median_seconds'])]
+    cells += [_fmt(row['train_seconds']), _fmt(row['compile_seconds'])]
+    rows.append(cells)
+  return _table(header, rows)
 
 
-def curves_figure(groups, target=None):
-  """Eval return against env steps on one axes, the legend to its right.
+def group_section(name, table, run_rows, metric_name, target=None):
+  """A group's markdown section: heading, its differing bindings, a row per run.
 
-  Args:
-    groups: [(legend label, [(env_steps, eval_returns) per run])]; group i is
-      drawn in colour i % 10 and line style i // 10; one without runs is not
-      drawn (and keeps the next groups' colours).
-    target: drawn as a dashed line when given.
-
-  Returns:
-    The matplotlib figure; close it with plt.close.
+  run_rows: [(run name, 'finished' or 'unfinished: epoch E of N', summarize_run)].
   """
-  import matplotlib  # pylint: disable=import-outside-toplevel
-  matplotlib.use('Agg')  # files only: reports are made on machines without a display
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-  from matplotlib import ticker  # pylint: disable=import-outside-toplevel
-
-  # Constrained layout makes room for a legend outside the axes, where it
-  # covers no curve however many groups there are.
-  fig, ax = plt.subplots(figsize=(9, 5), layout='constrained')
-  for i, (label, curves) in enumerate(groups):
-    style = {'color': f'C{i % 10}', 'linestyle': LINE_STYLES[i // 10 % len(LINE_STYLES)]}
-    label = f'{label} ({len(curves)} runs)'
-    # Mean and band only where every seed has evals; see aggregate_curves.
-    grid, mean, low, high = learning.aggregate_curves(curves)
-    if len(grid) > 1:
-      ax.fill_between(grid, low, high, color=style['color'], alpha=0.2)
-      ax.plot(grid, mean, linewidth=2, label=label, **style)
-    else:
-      # One common point (or none) draws no line: show the seeds' own curves.
-      for j, (steps, returns) in enumerate(curves):
-        ax.plot(steps, returns, marker='.', label=label if j == 0 else None, **style)
+  header = ['run', 'status', f'final {metric_name}', f'best {metric_name}']
   if target is not None:
-    ax.axhline(target, color='gray', linestyle='--', label=f'target {target:g}')
-  ax.set_xlabel('env steps')
-  ax.xaxis.set_major_formatter(ticker.FuncFormatter(learning.steps_label))
-  ax.set_ylabel('eval return (greedy)')
-  ax.set_title('eval return: mean and min–max over seeds')
-  ax.grid(alpha=0.3)
-  if ax.get_legend_handles_labels()[0]:
-    ax.legend(loc='upper left', bbox_to_anchor=(1.01, 1), fontsize='small',
-              ncols=1 + len(groups) // 25)  # taller than the axes past ~25 entries
-  return fig
+    header += [f'env steps to {target:g}', f'seconds to {target:g}']
+  header += ['training seconds', 'compile seconds']
+  rows = []
+  for run_name, status, run in run_rows:
+    cells = [run_name, status, _fmt(run['final']), _fmt(run['best'])]
+    if target is not None:
+      cells += [_fmt(run['steps_to_target'], 0), _fmt(run['seconds_to_target'])]
+    rows.append(cells + [_fmt(run['train_seconds']), _fmt(run['compile_seconds'])])
+  return '\n'.join([f'## {name}', ''] + bindings_table(table or {}) + _table(header, rows))
 
 
-def plot_groups(groups, path, target=None):
-  """Writes `curves_figure(groups, target)` to the PNG `path`."""
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-  fig = curves_figure(groups, target)
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
+def report_note(metric_key, how, target=None):
+  """How the report's numbers are counted, for its last paragraph."""
+  note = (f'Final: each run\'s last finite {metric_key}; best: its highest. A group\'s '
+          f'{aggregate.LABELS[how]} and its 95% percentile bootstrap CI ({aggregate.REPS:,} '
+          f'resamples of the runs, seed {aggregate.SEED}) are over its finished runs; with '
+          f'fewer than {aggregate.MIN_RUNS_FOR_CI} there is no CI. A run is finished when its '
+          'last epoch is its train_rl.n_epochs or its eval_return reached '
+          'train_rl.stop_at_return. Seconds: the epochs\' time_collect + time_train + '
+          'time_eval, without the epochs that compiled (time_compile where logged, else the '
+          'first epoch), whose seconds are the compile seconds; a group\'s are the mean over '
+          'its finished runs.')
+  if target is not None:
+    note += (f' To target: the first epoch whose {metric_key} >= {target:g}; medians over '
+             'the finished runs reaching it.')
+  return note
 
 
-def group_labels(names):
-  """(heading, legend label) per group name: 'G1: name' and 'G1', ...
-
-  A lone group is called by its name. The legend shows the names too when
-  they are all short: long ones that begin alike are unreadable there, and
-  the report's headings say which key is which.
-  """
-  if len(names) == 1:
-    return [(names[0], names[0])]
-  keys = [f'G{i}' for i in range(1, len(names) + 1)]
-  headings = [f'{key}: {name}' for key, name in zip(keys, names)]
-  short = all(len(name) <= LEGEND_NAME_CHARS for name in names)
-  return list(zip(headings, headings if short else keys))
-
-
-def make_report(runs_dir, target=None):
+def make_report(runs_dir, target=None, metric='eval', x='env_steps', how='iqm'):
   """Writes report.md and learning_curves.png into `runs_dir`; returns the markdown.
 
   Raises:
@@ -269,40 +286,35 @@ def make_report(runs_dir, target=None):
   if not run_dirs:
     raise ValueError(f"no {METRICS_FILE} in '{runs_dir}' or any folder below it; pass a run "
                      'folder or a folder of runs.')
+  key, metric_name = METRICS[metric]  # the tables name it by its key, the plot in words
   default_name = os.path.basename(os.path.abspath(runs_dir))
-  groups = group_runs(run_dirs, default_name)
-  labels = group_labels([name for name, _, _ in groups])
-  sections, curves = [], []
-  for (name, table, group), (heading, label) in zip(groups, labels):
-    finished, unfinished = [], []
+  by_env = {}  # env: [(name, table, [(run name, status, summary)])], groups in folder order
+  for name, table, group in group_runs(run_dirs, runs_dir):
+    run_rows = []
     for run_dir in group:
       records = read_metrics(run_dir)
       # A lone run folder given as RUNS_DIR is named by itself, not '.'.
       run_name = os.path.relpath(run_dir, runs_dir) if run_dir != runs_dir else default_name
       progress = unfinished_epochs(run_dir, records)
-      if progress is None:
-        finished.append((run_name, records))
-      else:
-        unfinished.append(f'{run_name} ({progress})')
-    records_per_run = [records for _, records in finished]
-    row = summarize_group(name, records_per_run, target) if finished else None
-    sections.append(format_group(heading, row, [n for n, _ in finished], unfinished, target,
-                                 table))
-    curves.append((label, [learning.eval_curve(records) for records in records_per_run]))
-  note = ('Only finished runs are summarised: a run is finished when its last epoch is its '
-          'train_rl.n_epochs or its eval_return reached train_rl.stop_at_return. '
-          'Final eval_return: each run\'s last finite eval_return; mean ± population std '
-          'over the runs. Seconds: the epochs\' time_collect + time_train + time_eval, '
-          'without the epochs that compiled (time_compile where logged, else the first '
-          'epoch), whose seconds are the compile seconds.')
-  if target is not None:
-    note += (' Medians are over the runs reaching the target, seconds up to the first '
-             'eval >= target.')
-  text = f'# Report: {default_name}\n\n' + '\n\n'.join(sections) + '\n\n' + note + '\n'
+      status = 'finished' if progress is None else f'unfinished: {progress}'
+      run_rows.append((run_name, status, summarize_run(records, key, target, x)))
+    by_env.setdefault(env_name(run_bindings(group[0])), []).append((name, table, run_rows))
+  sections = [group_section(name, table, rows, key, target)
+              for env_groups in by_env.values() for name, table, rows in env_groups]
+  text = '\n\n'.join([f'# Report: {default_name}',
+                      '\n'.join(summary_table(by_env, key, how, target)),
+                      *sections, report_note(key, how, target)]) + '\n'
   with open(os.path.join(runs_dir, REPORT_FILE), 'w') as f:
     f.write(text)
+  panels = []
+  for env, env_groups in by_env.items():
+    panels.append((env, [report_figure.GroupCurves(
+        name, [run['curve'] for run in _finished(rows)],
+        [run['curve'] for _, status, run in rows if status != 'finished'])
+                         for name, _, rows in env_groups]))
   try:
-    plot_groups(curves, os.path.join(runs_dir, PLOT_FILE), target)
+    report_figure.plot(panels, os.path.join(runs_dir, PLOT_FILE), how=how, target=target,
+                       x_label=X_AXES[x], y_label=metric_name)
   except ImportError as e:
     if not (e.name or '').startswith('matplotlib'):
       raise
@@ -318,13 +330,23 @@ def make_report(runs_dir, target=None):
   return text
 
 
+def parse_flags(argv):
+  """absl's flag parsing, a bad flag said in one line with exit status 2 (as rl.run's)."""
+  try:
+    return FLAGS(argv)
+  except flags.Error as e:
+    print(f"rl.report: error: {' '.join(str(e).split())} (rl.report --helpshort lists the "
+          'flags).', file=sys.stderr)
+    sys.exit(2)
+
+
 def main(argv):
   if len(argv) != 2:
     print('rl.report: error: give one RUNS_DIR, e.g. python -m rl.report runs/ppo',
           file=sys.stderr)
     sys.exit(2)
   try:
-    text = make_report(argv[1], FLAGS.target)
+    text = make_report(argv[1], FLAGS.target, FLAGS.metric, FLAGS.x, FLAGS.aggregate)
   except (ValueError, OSError) as e:
     print(f'rl.report: error: {e}', file=sys.stderr)
     sys.exit(2)
@@ -332,4 +354,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(main, flags_parser=parse_flags)

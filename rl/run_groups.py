@@ -1,23 +1,29 @@
 """How rl.report groups runs: by their config but the seed, each group named by what sets it apart.
 
 A run's config.gin lists every binding it used. Runs whose bindings are
-equal but for RLTask.seed form a group; a group is named by the bindings
-whose values differ from the other groups', shortened to their parameter
-names, and `bindings_table` lists those bindings in full.
+equal but for RLTask.seed form a group. Where folders tell the groups apart
+(a sweep's <point>/seed_<n>, runs/ppo/seed_<n> beside runs/a2c/seed_<n>), a
+group is named by its folder; otherwise by the bindings whose values differ
+from the other groups', shortened to their parameter names. `bindings_table`
+lists those bindings in full.
 """
 import os
+import re
 
 from rl.config import config_bindings
 from rl.run_folder import CONFIG_FILE
 
 SEED_BINDING = 'RLTask.seed'
+ENV_BINDING = 'RLTask.env'
 UNSET = '(unset)'
+# The folder of one seed (--seeds, launch.sweep): the folder above it names the group.
+SEED_FOLDER = re.compile(r'seed_\d+')
 # A group's name lists differing bindings up to about this many characters
 # (the table under its heading lists them all), each value up to VALUE_CHARS.
-NAME_CHARS = 60
+NAME_CHARS = 40
 VALUE_CHARS = 24
-# The bindings that tell groups apart best, named first when they differ.
-LEADING_BINDINGS = ('train_rl.trainer_class', 'RLTask.env')
+# The bindings that tell groups apart best, named first and by their value alone when they differ.
+LEADING_BINDINGS = ('train_rl.trainer_class', ENV_BINDING)
 
 
 def run_bindings(run_dir):
@@ -31,20 +37,40 @@ def run_bindings(run_dir):
   return bindings
 
 
-def group_runs(run_dirs, default_name):
+def env_name(bindings):
+  """The env id a run's bindings name (RLTask.env, quotes removed), or '(unknown env)'."""
+  return bindings.get(ENV_BINDING, '(unknown env)').strip('\'"')
+
+
+def group_folder(run_dir, runs_dir):
+  """The folder that names a run's group: its path under `runs_dir`, above a seed_<n> folder.
+
+  '.' for `runs_dir` itself (a lone run, or a --seeds run's parent).
+  """
+  head, tail = os.path.split(os.path.relpath(run_dir, runs_dir))
+  return (head or '.') if SEED_FOLDER.fullmatch(tail) else os.path.join(head, tail)
+
+
+def group_runs(run_dirs, runs_dir):
   """[(name, {binding: value} telling it apart, [run_dir, ...])] of runs equal but for the seed.
 
-  Groups keep the order of their first run and are named by `group_names`; a
-  lone group is called `default_name` and has no bindings to tell it apart.
+  Groups keep the order of their first run. When each group's runs lie in a
+  folder of their own (`group_folder`), that folder names it ('.': the name
+  of `runs_dir`); otherwise `group_names` names groups by their bindings.
   """
   groups = {}
   for run_dir in run_dirs:
     bindings = run_bindings(run_dir)
     groups.setdefault(tuple(sorted(bindings.items())), (bindings, []))[1].append(run_dir)
+  default_name = os.path.basename(os.path.abspath(runs_dir))
   if len(groups) == 1:
     return [(default_name, {}, next(iter(groups.values()))[1])]
   tables = differing_bindings([bindings for bindings, _ in groups.values()])
-  names = group_names(tables)
+  folders = [{group_folder(run_dir, runs_dir) for run_dir in runs} for _, runs in groups.values()]
+  if all(len(f) == 1 for f in folders) and len(set().union(*folders)) == len(folders):
+    names = [default_name if folder == '.' else folder for (folder,) in folders]
+  else:
+    names = group_names(tables)
   return [(name, table, runs) for name, table, (_, runs) in zip(names, tables, groups.values())]
 
 
@@ -79,17 +105,26 @@ def _short_value(value):
   return value if len(value) <= VALUE_CHARS else value[:VALUE_CHARS - 1] + '…'
 
 
+def _name_part(key, short_key, value):
+  """'A2C' for the trainer, 'CartPole-v1' for the env (a name needs no more), else 'param=value'."""
+  if key in LEADING_BINDINGS:
+    return _short_value(value.strip('@\'"'))
+  return f'{short_key}={_short_value(value)}'
+
+
 def group_names(tables):
   """Names telling groups apart from their differing bindings ({key: value} each).
 
-  'param=value, ...' by parameter name (short_names), values cut at
-  VALUE_CHARS, as many as fit in about NAME_CHARS; '+N more' counts the rest,
-  which the table under the heading shows.
+  'A2C, CartPole-v1, param=value, ...': the trainer and env by their value,
+  the others by parameter name (short_names), values cut at VALUE_CHARS, as
+  many as fit in about NAME_CHARS; '+N more' counts the rest, which the
+  table under the heading shows. Names that the cut makes equal end in
+  their group's number, [1], [2], ...
   """
   names = []
   for table in tables:
     short = short_names(list(table))
-    parts = [f'{short[k]}={_short_value(v)}' for k, v in table.items()]
+    parts = [_name_part(k, short[k], v) for k, v in table.items()]
     name = ''
     for i, part in enumerate(parts):
       if name and len(name) + len(part) > NAME_CHARS:
@@ -97,7 +132,8 @@ def group_names(tables):
         break
       name += (', ' if name else '') + part
     names.append(name)
-  return names
+  return [f'{name} [{i}]' if names.count(name) > 1 else name
+          for i, name in enumerate(names, 1)]
 
 
 def bindings_table(table):

@@ -117,7 +117,8 @@ def test_n_epochs_0_sets_up_a_run_that_report_does_not_count_as_finished(tmp_pat
   report = subprocess.run([sys.executable, '-m', 'rl.report', str(tmp_path / 'runs')],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
   assert report.returncode == 0, report.stderr
-  assert 'No finished run' in report.stdout and 'empty (no epoch trained)' in report.stdout
+  assert '| runs | CartPole-v1 | 0/1 | — |' in report.stdout
+  assert '| empty | unfinished: no epoch trained | — |' in report.stdout
 
 
 def test_one_epoch_is_one_epoch(tmp_path):

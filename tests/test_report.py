@@ -1,20 +1,26 @@
-"""rl.report on hand-made run folders: grouping, the table's numbers, the plot."""
+"""rl.report on hand-made run folders: grouping and names, the tables' numbers, the plot."""
 import json
 import os
+import subprocess
 import sys
 import warnings
 
 from matplotlib import image
+import numpy as np
 import pytest
 
 import in_process
+from rl import aggregate
 from rl import report
+from rl import report_figure
 from rl import run_groups
 
 
 def _record(epoch, env_steps, eval_return, seconds=(1.0, 2.0, 1.0)):
+  """An epoch's record; its train_return is its eval_return halved (None with it)."""
   collect, train, evaluate = seconds
   return {'epoch': epoch, 'env_steps': env_steps, 'eval_return': eval_return,
+          'train_return': None if eval_return is None else eval_return / 2,
           'time_collect': collect, 'time_train': train, 'time_eval': evaluate}
 
 
@@ -30,14 +36,15 @@ def _write_run(folder, config, records):
     f.writelines(json.dumps(record) + '\n' for record in records)
 
 
-def _make_run(folder, seed, learning_rate, evals, n_epochs=None, stop_at_return=None):
+def _make_run(folder, seed, learning_rate, evals, n_epochs=None, stop_at_return=None,
+              env='CartPole-v1'):
   """A run folder: config.gin and metrics.jsonl with evals at 100, 200, ... env steps.
 
   The run asked for `n_epochs` (default: as many as `evals`, so it finished).
   """
   config = ('# Parameters for Adam:\n'
             f'Adam.learning_rate = {learning_rate}\n'
-            'RLTask.env = \'CartPole-v1\'\n'
+            f"RLTask.env = '{env}'\n"
             f'RLTask.seed = {seed}\n'
             f'train_rl.n_epochs = {len(evals) if n_epochs is None else n_epochs}\n'
             f'train_rl.stop_at_return = {stop_at_return}\n')
@@ -48,60 +55,179 @@ def _make_run(folder, seed, learning_rate, evals, n_epochs=None, stop_at_return=
 
 @pytest.fixture
 def runs(tmp_path):
-  """Two groups (learning rates) x two seeds; the second group's seeds four levels down."""
+  """Two groups (learning rates): three seeds, and two seeds four levels down."""
   _make_run(str(tmp_path / 'fast' / 'seed_0'), 0, 0.1, [10.0, 500.0, 480.0])
   _make_run(str(tmp_path / 'fast' / 'seed_1'), 1, 0.1, [20.0, 100.0, 490.0])
+  _make_run(str(tmp_path / 'fast' / 'seed_2'), 2, 0.1, [30.0, 200.0, 300.0])
   _make_run(str(tmp_path / 'slow' / 'sweep' / 'lr' / 'seed_0'), 0, 0.01, [5.0, 6.0, 7.0])
   # A null eval (no episode ended) is skipped, not taken as the final value.
   _make_run(str(tmp_path / 'slow' / 'sweep' / 'lr' / 'seed_1'), 1, 0.01, [1.0, 3.0, None])
   return str(tmp_path)
 
 
-def test_runs_are_found_at_any_depth_and_grouped_by_config_but_seed(runs):
+def _direct_ci(values, cut):
+  """The percentile bootstrap CI of the mean cut by `cut` values a side, without rl.aggregate."""
+  rng = np.random.default_rng(aggregate.SEED)
+  picks = rng.integers(0, len(values), size=(aggregate.REPS, len(values)))
+  resampled = np.sort(np.array(values)[picks], axis=1)
+  stats = resampled[:, cut:len(values) - cut].mean(axis=1)
+  low, high = np.percentile(stats, [2.5, 97.5])
+  return f'[{low:.1f}, {high:.1f}]'
+
+
+def _summary(text):
+  """The summary table's lines: the report's second paragraph."""
+  return text.split('\n\n')[1].splitlines()
+
+
+def _panels(monkeypatch):
+  """The panels make_report hands the figure, and its keyword arguments, once it has run."""
+  calls = []
+  monkeypatch.setattr(report_figure, 'plot',
+                      lambda panels, path, **kwargs: calls.append((panels, kwargs)))
+  return calls
+
+
+def test_iqm_is_the_mean_of_the_middle_half():
+  assert aggregate.iqm([100.0, 1, 7, 3, 5, 2, 6, 4]) == 4.5  # 3, 4, 5, 6 of 8 values
+  assert aggregate.iqm([5.0, 1, 3, 2, 4]) == 3  # int(5 / 4) = 1 cut a side: 2, 3, 4
+  assert aggregate.iqm([1.0, 4.0]) == 2.5  # nothing to cut from 2 or 3 values
+  np.testing.assert_allclose(aggregate.iqm([[0, 10], [1, 20], [2, 30], [9, 40]]), [1.5, 25])
+  assert aggregate.aggregate([100.0, 1, 7, 3], 'mean') == 27.75
+
+
+def test_bootstrap_ci_matches_a_direct_computation_from_the_fixed_seed():
+  values = [16.0, 1, 8, 2, 4]
+  estimate = aggregate.estimate(values, 'iqm')
+  assert estimate.value == pytest.approx(14 / 3) and estimate.n == 5  # (2 + 4 + 8) / 3
+  assert f'[{estimate.low:.1f}, {estimate.high:.1f}]' == _direct_ci(values, cut=1)
+  assert estimate.low < estimate.value < estimate.high
+  assert aggregate.estimate(values, 'iqm') == estimate  # the same runs, the same report
+  mean = aggregate.estimate(values, 'mean')
+  assert mean.value == 6.2 and f'[{mean.low:.1f}, {mean.high:.1f}]' == _direct_ci(values, 0)
+  # Below three runs no CI; missing values are not runs.
+  assert aggregate.estimate([1.0, None, 3.0], 'iqm') == (2.0, None, None, 2)
+  assert aggregate.estimate([None], 'iqm') is None
+
+
+def test_runs_are_found_at_any_depth_and_groups_named_by_their_folders(runs):
   # A run folder's own subfolders are not searched.
   _make_run(os.path.join(runs, 'fast', 'seed_0', 'checkpoints', 'stray'), 0, 0.5, [1.0])
   found = report.find_runs(runs)
   assert [os.path.relpath(r, runs) for r in found] == [
-      'fast/seed_0', 'fast/seed_1', 'slow/sweep/lr/seed_0', 'slow/sweep/lr/seed_1']
-  groups = report.group_runs(found, 'x')
-  # Named by the one binding that differs between groups (not env, not seed).
+      'fast/seed_0', 'fast/seed_1', 'fast/seed_2', 'slow/sweep/lr/seed_0',
+      'slow/sweep/lr/seed_1']
+  groups = run_groups.group_runs(found, runs)
+  # The folder above the seeds names a group; its table holds the binding that differs.
   assert [(name, table, len(members)) for name, table, members in groups] == [
-      ('learning_rate=0.1', {'Adam.learning_rate': '0.1'}, 2),
-      ('learning_rate=0.01', {'Adam.learning_rate': '0.01'}, 2)]
+      ('fast', {'Adam.learning_rate': '0.1'}, 3),
+      ('slow/sweep/lr', {'Adam.learning_rate': '0.01'}, 2)]
+  # A --seeds run's parent given as RUNS_DIR names its group.
+  _make_run(os.path.join(runs, 'seed_7'), 7, 0.5, [1.0])
+  assert [name for name, _, _ in run_groups.group_runs(report.find_runs(runs), runs)] == [
+      'fast', os.path.basename(runs), 'slow/sweep/lr']
 
 
-def test_report_numbers_with_target(runs):
+def test_groups_sharing_a_folder_are_named_by_their_bindings_briefly(tmp_path):
+  _make_run(str(tmp_path / 'mixed' / 'seed_0'), 0, 0.1, [1.0])
+  _make_run(str(tmp_path / 'mixed' / 'seed_1'), 1, 0.01, [1.0])
+  text = report.make_report(str(tmp_path))
+  assert [line for line in text.splitlines() if line.startswith('## ')] == [
+      '## learning_rate=0.1', '## learning_rate=0.01']
+  assert '| learning_rate=0.1 | CartPole-v1 | 1/1 |' in text
+  # The trainer and the env by their value alone.
+  assert run_groups.group_names([
+      {'train_rl.trainer_class': '@A2C', 'RLTask.env': "'CartPole-v1'", 'RLTask.gamma': '0.98'},
+      {'train_rl.trainer_class': '@PPO', 'RLTask.env': "'Acrobot-v1'", 'RLTask.gamma': '0.99'}
+  ]) == ['A2C, CartPole-v1, gamma=0.98', 'PPO, Acrobot-v1, gamma=0.99']
+  # Names that the cut makes equal end in their group's number.
+  assert run_groups.group_names([{'A.a': 'x' * 30 + '1'}, {'A.a': 'x' * 30 + '2'}]) == [
+      'a=' + 'x' * 23 + '… [1]', 'a=' + 'x' * 23 + '… [2]']
+
+
+def test_summary_table_with_target(runs):
   text = report.make_report(runs, target=475)
   with open(os.path.join(runs, 'report.md')) as f:
     assert f.read() == text
-  fast, slow = text.split('## ')[1:3]
-  # Finals 480 and 490: mean 485, population std 5; best 500. Each run trains
-  # epochs 2 and 3 (4 s each: 8 s) after its 20 s first epoch. Seed 0 reaches
-  # 475 at epoch 2 (200 steps, 4 s after the first epoch), seed 1 at epoch 3 (300, 8 s).
-  assert fast.startswith('G1: learning_rate=0.1\n\n| binding | value |\n|---|---|\n'
-                         '| Adam.learning_rate | 0.1 |\n')
-  assert '| 2 | 485.0 ± 5.0 | 500.0 | 8.0 | 20.0 | 2/2 | 250 | 6.0 |' in fast
-  assert 'fast/seed_0, fast/seed_1' in fast
-  # Finals 7 and 3 (the null eval skipped): 5 ± 2; best 7; no run reaches 475.
-  assert slow.startswith('G2: learning_rate=0.01\n')
-  assert '| 2 | 5.0 ± 2.0 | 7.0 | 8.0 | 20.0 | 0/2 | — | — |' in slow
-  assert 'runs reaching 475' in text
-
-
-def test_group_summary_values(runs):
-  records = [[_record(1, 100, 10.0), _record(2, 200, 500.0), _record(3, 300, 480.0)],
-             [_record(1, 100, 20.0), _record(2, 200, 100.0), _record(3, 300, 490.0)]]
-  row = report.summarize_group('g', records, target=475)
-  assert (row['n_runs'], row['final_mean'], row['final_std'], row['best']) == (2, 485, 5, 500)
-  # Seconds after the first epoch (4 s each): to epoch 2 and to epoch 3.
-  assert (row['n_reached'], row['median_steps'], row['median_seconds']) == (2, 250, 6)
-  assert (row['train_seconds'], row['compile_seconds']) == (8, 4)
+  header, _, fast, slow = _summary(text)
+  assert header == ('| group | env | runs (finished/total) | final eval_return, IQM [95% CI] | '
+                    'best eval_return, IQM [95% CI] | env steps to 475 (median, runs reaching) '
+                    '| seconds to 475 | training seconds | compile seconds |')
+  # Finals 480, 490, 300: three values, none cut: 423.3; bests 500, 490, 300: 430. Each run
+  # trains epochs 2 and 3 (4 s each: 8 s) after its 20 s first epoch. Seed 0 reaches 475 at
+  # epoch 2 (200 steps, 4 s after the first epoch), seed 1 at epoch 3 (300, 8 s), seed 2 never.
+  assert fast == (f'| fast | CartPole-v1 | 3/3 | 423.3 {_direct_ci([480.0, 490, 300], 0)} | '
+                  f'430.0 {_direct_ci([500.0, 490, 300], 0)} | 250 (2/3) | 6.0 | 8.0 | 20.0 |')
+  # Finals 7 and 3 (the null eval skipped), bests 7 and 3: two runs, no CI.
+  assert slow == ('| slow/sweep/lr | CartPole-v1 | 2/2 | 5.0 (2 runs, no CI) | '
+                  '5.0 (2 runs, no CI) | — (0/2) | — | 8.0 | 20.0 |')
+  fast_section = text.split('## ')[1]
+  assert fast_section.startswith('fast\n\n| binding | value |\n|---|---|\n'
+                                 '| Adam.learning_rate | 0.1 |\n')
+  assert '| fast/seed_0 | finished | 480.0 | 500.0 | 200 | 4.0 | 8.0 | 20.0 |' in fast_section
+  assert '| fast/seed_2 | finished | 300.0 | 300.0 | — | — | 8.0 | 20.0 |' in fast_section
 
 
 def test_without_target_the_target_columns_are_left_out(runs):
   text = report.make_report(runs)
-  assert 'reaching' not in text.split('\n\n')[2]
-  assert '| 2 | 485.0 ± 5.0 | 500.0 | 8.0 | 20.0 |\n' in text
+  assert 'to 475' not in text
+  assert _summary(text)[3].endswith('| 5.0 (2 runs, no CI) | 8.0 | 20.0 |')
+
+
+def test_metric_train_and_aggregate_mean(runs):
+  done = _report_cli(runs, '--metric=train', '--aggregate=mean', '--target=240')
+  assert done.returncode == 0, done.stderr
+  header, _, fast, _ = _summary(done.stdout)
+  assert 'final train_return, mean [95% CI] | best train_return, mean [95% CI]' in header
+  # train_return is half the eval's: finals 240, 245, 150; bests 250, 245, 150. Seed 0
+  # reaches 240 at epoch 2, seed 1 at epoch 3.
+  assert fast == (f'| fast | CartPole-v1 | 3/3 | 211.7 {_direct_ci([240.0, 245, 150], 0)} | '
+                  f'215.0 {_direct_ci([250.0, 245, 150], 0)} | 250 (2/3) | 6.0 | 8.0 | 20.0 |')
+
+
+def test_x_seconds_draws_training_seconds(runs, monkeypatch):
+  calls = _panels(monkeypatch)
+  report.make_report(runs, x='seconds', metric='train')
+  [(panels, kwargs)] = calls
+  assert kwargs['x_label'] == 'training seconds (compiling left out)'
+  assert kwargs['y_label'] == 'train return (episodes ended in the epoch)'
+  [(env, [fast, _])] = panels
+  # The first epoch compiled: no seconds; then 4 s an epoch.
+  assert env == 'CartPole-v1' and fast.finished[0] == ([0.0, 4.0, 8.0], [5.0, 250.0, 240.0])
+  fig = report_figure.curves_figure(panels, **kwargs)
+  assert fig.axes[0].get_xlabel() == 'training seconds (compiling left out)'
+  report.make_report(runs, metric='eval')
+  assert calls[1][0][0][1][0].finished[0] == ([100, 200, 300], [10.0, 500.0, 480.0])
+
+
+def test_a_panel_per_env_named_groups_and_a_ci_band_from_three_runs(tmp_path, monkeypatch):
+  for seed in (0, 1, 2):
+    _make_run(str(tmp_path / 'ppo_cartpole' / f'seed_{seed}'), seed, 0.1, [1.0, 2.0 + seed])
+  for seed in (0, 1):
+    _make_run(str(tmp_path / 'ppo_pendulum' / f'seed_{seed}'), seed, 0.1, [-900.0, -800.0],
+              env='Pendulum-v1')
+  _make_run(str(tmp_path / 'a2c_pendulum' / 'seed_0'), 0, 0.01, [-1000.0, -700.0],
+            env='Pendulum-v1')
+  calls = _panels(monkeypatch)
+  text = report.make_report(str(tmp_path))
+  assert [row.split(' | ')[:2] for row in _summary(text)[2:]] == [
+      ['| a2c_pendulum', 'Pendulum-v1'], ['| ppo_pendulum', 'Pendulum-v1'],
+      ['| ppo_cartpole', 'CartPole-v1']]
+  [(panels, kwargs)] = calls
+  with warnings.catch_warnings():
+    warnings.simplefilter('error')
+    fig = report_figure.curves_figure(panels, **kwargs)
+    fig.canvas.draw()
+  pendulum, cartpole = fig.axes
+  assert (pendulum.get_title(), cartpole.get_title()) == ('Pendulum-v1', 'CartPole-v1')
+  assert [t.get_text() for t in pendulum.get_legend().get_texts()] == [
+      'a2c_pendulum (1 run, no CI)', 'ppo_pendulum (2 runs, no CI)']
+  assert [t.get_text() for t in cartpole.get_legend().get_texts()] == [
+      'ppo_cartpole (3 runs)']
+  # Three runs get a CI band; fewer, their own thin lines instead.
+  assert len(cartpole.collections) == 1 and not pendulum.collections
+  assert pendulum.get_ylabel() == 'eval return (greedy)'
+  assert pendulum.get_xlabel() == 'env steps'
 
 
 def test_plot_is_written_with_size_and_dimensions(runs):
@@ -117,7 +243,7 @@ def test_without_matplotlib_the_report_is_written_and_the_plot_named_in_one_line
     runs, monkeypatch, capsys):
   monkeypatch.setitem(sys.modules, 'matplotlib.pyplot', None)  # import fails as if absent
   text = report.make_report(runs, target=475)
-  assert '| 2 |' in text and os.path.exists(os.path.join(runs, 'report.md'))
+  assert '| 3/3 |' in text and os.path.exists(os.path.join(runs, 'report.md'))
   assert not os.path.exists(os.path.join(runs, 'learning_curves.png'))
   [line] = capsys.readouterr().err.splitlines()
   assert 'learning_curves.png not drawn' in line and "pip install '.[plots]'" in line
@@ -135,7 +261,8 @@ def test_one_run_folder_is_its_own_group(tmp_path):
   run_dir = str(tmp_path / 'only')
   _make_run(run_dir, 0, 0.1, [1.0, 2.0])
   text = report.make_report(run_dir)
-  assert '## only\n' in text and '| 1 | 2.0 ± 0.0 | 2.0 | 4.0 | 20.0 |' in text
+  assert '## only\n' in text and '| only | CartPole-v1 | 1/1 | 2.0 (1 run, no CI) |' in text
+  assert '| only | finished | 2.0 | 2.0 | 4.0 | 20.0 |' in text
   assert os.path.isfile(os.path.join(run_dir, 'learning_curves.png'))
 
 
@@ -146,12 +273,31 @@ def _report_cli(runs_dir, *flags):
 def test_cli_prints_the_report_and_rejects_a_folder_without_runs(runs, tmp_path):
   ok = _report_cli(runs, '--target=475')
   assert ok.returncode == 0, ok.stderr
-  assert '| 2 | 485.0 ± 5.0 | 500.0 | 8.0 | 20.0 | 2/2 | 250 | 6.0 |' in ok.stdout
+  assert '| 250 (2/3) | 6.0 | 8.0 | 20.0 |' in ok.stdout
   empty = tmp_path / 'empty'
   empty.mkdir()
   bad = _report_cli(str(empty))
   assert bad.returncode == 2
   assert len(bad.stderr.strip().splitlines()) == 1 and 'no metrics.jsonl' in bad.stderr
+
+
+@pytest.mark.parametrize('flag', ['--metric=loss', '--x=epochs', '--aggregate=median'])
+def test_a_bad_flag_is_one_line(runs, flag):
+  bad = _report_cli(runs, flag)
+  assert bad.returncode == 2 and not bad.stdout
+  [line] = bad.stderr.strip().splitlines()
+  assert line.startswith(f'rl.report: error: flag {flag}: value should be one of')
+  assert not os.path.exists(os.path.join(runs, 'report.md'))
+
+
+def test_the_command_says_a_bad_flag_in_one_line(runs):
+  # absl's own parser says it in two lines; rl.report's, as rl.run's, in one.
+  bad = subprocess.run([sys.executable, '-m', 'rl.report', runs, '--aggregate=median'],
+                       capture_output=True, text=True, check=False)
+  assert bad.returncode == 2 and not bad.stdout
+  [line] = bad.stderr.strip().splitlines()
+  assert "flag --aggregate=median: value should be one of <iqm|mean>" in line
+  assert '--helpshort' in line
 
 
 def test_groups_told_apart_only_by_a_binding_one_lacks_name_it_unset():
@@ -178,86 +324,100 @@ def _sweep_config(trainer, epsilon, env, seed):
   return '\n'.join(lines) + '\n'
 
 
-def test_14_groups_get_short_names_and_a_readable_plot_without_warnings(tmp_path):
-  # 2 trainers x 7 epsilons, one env each, 2 seeds: 14 groups whose names all
-  # begin alike; every trainer parameter of one trainer is unset in the other's runs.
+def test_14_groups_one_folder_get_short_names_and_a_readable_plot_without_warnings(
+    tmp_path, monkeypatch):
+  # 2 trainers x 7 epsilons, one env each, 2 seeds, all in one folder: 14 groups named by
+  # their bindings; every trainer parameter of one trainer is unset in the other's runs.
   for trainer, env in (('A2C', 'CartPole-v1'), ('PPO', 'Pendulum-v1')):
     for epsilon in (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4):
       for seed in (0, 1):
-        _write_run(str(tmp_path / f'{trainer}_eps{epsilon}' / f'seed_{seed}'),
+        _write_run(str(tmp_path / f'{trainer}_eps{100 * epsilon:03.0f}_seed{seed}'),
                    _sweep_config(trainer, epsilon, env, seed),
                    [_record(epoch, 100 * epoch, 10 * epsilon * epoch + seed)
                     for epoch in (1, 2, 3)])
-  with warnings.catch_warnings():
-    warnings.simplefilter('error')  # e.g. matplotlib's 'Tight layout not applied'
-    text = report.make_report(str(tmp_path))
+  calls = _panels(monkeypatch)
+  text = report.make_report(str(tmp_path))
   headings = [line for line in text.splitlines() if line.startswith('## ')]
-  # Named by the bindings that differ; seeds pooled; the other trainer's unset
-  # parameters left out.
-  assert headings[0] == "## G1: trainer_class=@A2C, env='CartPole-v1', epsilon=0.1"
-  assert headings[13] == "## G14: trainer_class=@PPO, env='Pendulum-v1', epsilon=0.4"
+  # Seeds pooled; the other trainer's unset parameters left out.
+  assert headings[0] == '## A2C, CartPole-v1, epsilon=0.1'
+  assert headings[13] == '## PPO, Pendulum-v1, epsilon=0.4'
   assert len(headings) == 14 and '(unset)' not in text
   assert '| A2C.epsilon | 0.1 |' in text.split('## ')[1]
-  assert text.count('| 2 |') == 14
-  # The legend names the groups by their keys, outside the axes: it covers no curve.
-  groups = [(f'G{i}', [([100, 200, 300], [1.0, 2.0, 3.0])] * 2) for i in range(1, 15)]
+  assert text.count('| 2/2 |') == 14
+  [(panels, kwargs)] = calls
+  assert [(env, len(groups)) for env, groups in panels] == [('CartPole-v1', 7),
+                                                            ('Pendulum-v1', 7)]
+  # 14 groups in one panel: the legend names them all, outside the axes.
+  groups = [report_figure.GroupCurves(f'a group with a long name {i}',
+                                      [([100, 200, 300], [1.0, 2.0, 3.0])] * 2, [])
+            for i in range(1, 15)]
   with warnings.catch_warnings():
-    warnings.simplefilter('error')
-    fig = report.curves_figure(groups, target=475)
+    warnings.simplefilter('error')  # e.g. matplotlib's 'Tight layout not applied'
+    fig = report_figure.curves_figure([('CartPole-v1', groups)], target=475)
     fig.canvas.draw()
   ax, = fig.axes
   legend = ax.get_legend()
   assert [t.get_text() for t in legend.get_texts()] == (
-      [f'G{i} (2 runs)' for i in range(1, 15)] + ['target 475'])
+      [f'a group with a long name {i} (2 runs, no CI)' for i in range(1, 15)] + ['target 475'])
   assert legend.get_window_extent().x0 >= ax.get_window_extent().x1
   assert fig.get_window_extent().x1 >= legend.get_window_extent().x1  # not cut off
   # Groups past the 10 colours are told apart by their line style.
-  lines = ax.get_lines()
+  lines = [line for line in ax.get_lines() if line.get_linewidth() == 2]
   assert (lines[0].get_color(), lines[0].get_linestyle()) != (
       lines[10].get_color(), lines[10].get_linestyle())
 
 
 def test_groups_differing_in_many_bindings_get_short_names_and_a_table(tmp_path):
-  # Two tuned configs of one trainer on two envs: 32 bindings differ.
+  # Two tuned configs of one trainer on two envs, in one folder: 32 bindings differ.
   params = [f'PPO.param_{i:02d}' for i in range(28)] + ['policy/multifactor.constant',
                                                         'value/multifactor.constant']
   for env, scale in (('CartPole-v1', 1), ('Pendulum-v1', 2)):
     config = ''.join(f'{p} = {scale * (i + 1)}\n' for i, p in enumerate(params))
     config += f"RLTask.env = '{env}'\n" + 'train_rl.trainer_class = @PPO\n'
     config += f"MLP.activation_fn = 'a_long_activation_name_number_{scale}'\n"
-    _write_run(str(tmp_path / env / 'seed_0'), config + 'RLTask.seed = 0\n', [_record(1, 100, 1.0)])
+    _write_run(str(tmp_path / 'tuned' / f'seed_{scale}'), config + f'RLTask.seed = {scale}\n',
+               [_record(1, 100, 1.0)])
   text = report.make_report(str(tmp_path))
   headings = [line for line in text.splitlines() if line.startswith('## ')]
-  # The leading binding first; a long value cut; the count of the others.
-  assert headings == ["## G1: env='CartPole-v1', activation_fn='a_long_activation_name… (+30 more)",
-                      "## G2: env='Pendulum-v1', activation_fn='a_long_activation_name… (+30 more)"]
+  # The env first, by its value; the count of the others.
+  assert headings == ['## CartPole-v1 (+31 more)', '## Pendulum-v1 (+31 more)']
   # The table under each heading gives every differing binding in full, the
   # scopes telling the two schedules apart.
   second = text.split('## ')[2]
   assert "| MLP.activation_fn | 'a_long_activation_name_number_2' |" in second
   assert '| policy/multifactor.constant | 58 |' in second
-  assert second.count('\n| ') == 1 + 32 + 2  # its header, 32 bindings; the results' two rows
+  assert second.count('\n| ') == 1 + 32 + 2  # its header, 32 bindings; the runs' two rows
 
 
-def test_unfinished_runs_are_left_out_and_listed_with_their_epoch(tmp_path):
+def test_unfinished_runs_are_listed_and_drawn_dashed(tmp_path, monkeypatch):
   fast = str(tmp_path / 'fast' / 'seed_')
   _make_run(fast + '0', 0, 0.1, [10.0, 300.0, 480.0], n_epochs=3, stop_at_return=475)
   # Stopped at train_rl.stop_at_return: finished at epoch 2 of 3.
   _make_run(fast + '1', 1, 0.1, [20.0, 490.0], n_epochs=3, stop_at_return=475)
-  # Interrupted at epoch 1 of 3: pooled, its eval would pull the mean down.
+  # Interrupted at epoch 1 of 3: left out of the aggregate, its eval would pull it down.
   _make_run(fast + '2', 2, 0.1, [10.0], n_epochs=3, stop_at_return=475)
   # A group none of whose runs finished.
   _make_run(str(tmp_path / 'slow' / 'seed_0'), 0, 0.01, [5.0, 6.0], n_epochs=3,
             stop_at_return=475)
-  done = _report_cli(str(tmp_path))
-  assert done.returncode == 0, done.stderr
-  fast_section, slow_section = done.stdout.split('## ')[1:3]
-  assert fast_section.startswith('G1: learning_rate=0.1\n')
-  assert '| 2 | 485.0 ± 5.0 | 490.0 |' in fast_section
-  assert 'Runs: fast/seed_0, fast/seed_1\n' in fast_section
-  assert 'Unfinished, left out: fast/seed_2 (epoch 1 of 3)' in fast_section
-  assert 'runs |' not in slow_section and '| Adam.learning_rate | 0.01 |' in slow_section
-  assert 'No finished run. Unfinished, left out: slow/seed_0 (epoch 2 of 3)' in slow_section
+  calls = _panels(monkeypatch)
+  text = report.make_report(str(tmp_path))
+  _, _, fast_row, slow_row = _summary(text)
+  # Finals 480 and 490 (bests the same): the interrupted run's 10 left out.
+  assert fast_row == ('| fast | CartPole-v1 | 2/3 | 485.0 (2 runs, no CI) | '
+                      '485.0 (2 runs, no CI) | 6.0 | 20.0 |')
+  assert slow_row == '| slow | CartPole-v1 | 0/1 | — | — | — | — |'
+  assert '| fast/seed_2 | unfinished: epoch 1 of 3 | 10.0 | 10.0 | 0.0 | 20.0 |' in text
+  assert '| slow/seed_0 | unfinished: epoch 2 of 3 | 6.0 | 6.0 | 4.0 | 20.0 |' in text
+  [(panels, kwargs)] = calls
+  [(_, [fast_curves, slow_curves])] = panels
+  assert (len(fast_curves.finished), fast_curves.unfinished) == (2, [([100], [10.0])])
+  assert (slow_curves.finished, slow_curves.unfinished) == ([], [([100, 200], [5.0, 6.0])])
+  fig = report_figure.curves_figure(panels, **kwargs)
+  ax, = fig.axes
+  assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+      'fast (2 runs, no CI)', 'fast: 1 unfinished', 'slow: 1 unfinished']
+  dashed = [line for line in ax.get_lines() if line.get_linestyle() == '--']
+  assert [list(line.get_ydata()) for line in dashed] == [[10.0], [5.0, 6.0]]
 
 
 def test_compile_seconds_are_reported_apart_from_training(tmp_path):
@@ -274,7 +434,6 @@ def test_compile_seconds_are_reported_apart_from_training(tmp_path):
                  {**_record(3, 300, 1.0, (6.0, 2.0, 1.0)), 'time_compile': 9.0},
                  _record(4, 400, 500.0)])
   text = report.make_report(str(tmp_path), target=475)
-  logged, plain = text.split('## ')[1:3]  # sorted by folder name
-  assert '| 12.0 | 20.0 | 0/1 |' in plain
-  assert '| 8.0 | 39.0 | 1/1 | 400 | 8.0 |' in logged
-  assert 'training seconds (mean) | compile seconds (mean)' in text
+  assert '| logged | finished | 500.0 | 500.0 | 400 | 8.0 | 8.0 | 39.0 |' in text
+  assert '| plain | finished | 1.0 | 1.0 | — | — | 12.0 | 20.0 |' in text
+  assert '| 400 (1/1) | 8.0 | 8.0 | 39.0 |' in _summary(text)[2]
