@@ -29,25 +29,17 @@ import sys
 from absl import app
 from absl import flags
 from absl import logging as absl_logging
-import gin
 import numpy as np
 
+from rl import agent
 from rl import compilation_cache
-from rl import config
 from rl import cpu_client
-from rl import experiment
 from rl import run as run_lib  # the flags --output_dir and --compilation_cache_dir
-from rl import run_folder
 from rl import termination
-from rl.run_folder import CHECKPOINT_DIR
-from rl.run_folder import CONFIG_FILE
-from rl.data.checkpoints import Checkpointer
 from rl.envs import mujoco_rendering
 from rl.envs.video import VIDEO_INSTALL_HINT
 from rl.errors import ConfigError
-from rl.errors import OutputDirError
 from rl.errors import UserError
-from rl.envs.task import RLTask
 
 FLAGS = flags.FLAGS
 
@@ -101,49 +93,13 @@ def evaluate_run(output_dir, n_episodes=None, temperature=0.0, video_path=None):
       raise ConfigError(f"--video={video_path} must name an .mp4 file, e.g. --video=ppo.mp4.")
     if importlib.util.find_spec('moviepy') is None:
       raise ConfigError(f'--video needs moviepy, which is not installed: {VIDEO_INSTALL_HINT}.')
-  if os.path.exists(output_dir) and not os.path.isdir(output_dir):
-    raise OutputDirError(f"'{output_dir}' is a file, not a run folder; pass a run's "
-                         '--output_dir.')
-  if not os.path.isdir(output_dir):
-    raise OutputDirError(f"run folder '{output_dir}' does not exist; pass a run's "
-                         '--output_dir.')
-  config_path = os.path.join(output_dir, CONFIG_FILE)
-  if not os.path.isfile(config_path):
-    seeds = run_folder.seeds_in(output_dir)
-    if seeds:
-      first = run_folder.seed_folder(output_dir, seeds[0])
-      raise OutputDirError(
-          f"'{output_dir}' holds the runs of --seeds={run_folder.seeds_flag(seeds)}, a folder "
-          f'each; evaluate one of them, e.g. --output_dir={first}.')
-    raise OutputDirError(f"'{output_dir}' has no {CONFIG_FILE}; is it a run folder?")
-  checkpoint_dir = os.path.join(output_dir, CHECKPOINT_DIR)
-  # Checked before orbax sees the folder: it would log a failure for a missing one.
-  restored = None
-  if os.path.isdir(checkpoint_dir):
-    checkpointer = Checkpointer(checkpoint_dir, read_only=True)
-    restored = checkpointer.restore_latest()
-    checkpointer.close()
-  if restored is None:
-    raise OutputDirError(f"'{output_dir}' has no readable checkpoint; train the run first.")
+  config_path, checkpoint = agent.read_checkpoint(output_dir)
   if n_episodes is not None and n_episodes < 1:
     raise ConfigError(f'--n_episodes must be >= 1, got {n_episodes}.')
   if temperature < 0:
     raise ConfigError(f'--temperature must be >= 0, got {temperature}.')
-  _, arrays, meta = restored
-
-  gin.clear_config()
-  config.parse_config([config_path], [])
-  task = config.construct(RLTask)
-  # output_dir=None: a trainer given the folder might write into it.
-  run = config.construct(experiment.train_rl, output_dir=None, task=task)
-  trainer = run.trainer.learner
+  trainer = agent.rebuild(output_dir, config_path, checkpoint)
   try:
-    try:
-      trainer.load_state_dict(arrays, meta)
-    except (ValueError, KeyError, TypeError) as e:
-      reason = config.first_sentence(str(e))[:200]
-      raise ConfigError(f"the checkpoint in '{output_dir}' does not fit its "
-                        f'{CONFIG_FILE} ({reason}).') from None
     n_episodes = n_episodes or trainer.options.n_eval_episodes
     if n_episodes < 1:
       raise ConfigError(f"the run in '{output_dir}' has n_eval_episodes = 0; pass "

@@ -162,13 +162,22 @@ class Checkpointer:
   def _manager(self):
     if self._manager_ is None:
       ocp = _orbax()
-      options = ocp.CheckpointManagerOptions(
-          max_to_keep=self._max_to_keep, create=not self._read_only,
-          read_only=self._read_only,
-          # A background save writes copies of the arrays (`save`), so the
-          # next epochs may change the run's own.
-          enable_async_checkpointing=self._background)
-      self._manager_ = ocp.CheckpointManager(self._directory, options=options)
+      # A read-only manager makes orbax warn through absl that it will not
+      # save or delete, which is what read_only asks for (rl.evaluate, rl.agent).
+      absl_logger = logging.getLogger('absl')
+      level = absl_logger.level
+      if self._read_only:
+        absl_logger.setLevel(max(level, logging.ERROR))
+      try:
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=self._max_to_keep, create=not self._read_only,
+            read_only=self._read_only,
+            # A background save writes copies of the arrays (`save`), so the
+            # next epochs may change the run's own.
+            enable_async_checkpointing=self._background)
+        self._manager_ = ocp.CheckpointManager(self._directory, options=options)
+      finally:
+        absl_logger.setLevel(level)
     return self._manager_
 
   def _may_hold_steps(self):
@@ -257,25 +266,28 @@ class Checkpointer:
     skipped with a warning and removed, so the run continues from the one
     before and its later saves don't collide with the bad step.
     """
-    steps = self.all_steps()
-    ocp = _orbax() if steps else None
-    for step in reversed(steps):
+    for step in reversed(self.all_steps()):
       try:
-        restored = self._manager.restore(step, args=ocp.args.Composite(
-            meta=ocp.args.JsonRestore(), **self._arrays_item(step)))
+        return self.restore(step)
       except Exception as e:  # pylint: disable=broad-except
         logging.warning('checkpoint %d is unreadable (%s: %s); falling back to the '
                         'previous one', step, type(e).__name__, str(e).splitlines()[0][:200])
         if not self._read_only:
           self._manager.delete(step)
-        continue
-      meta = dict(restored['meta'])
-      empties = meta.pop(_EMPTY)
-      arrays = restored['npz'] if 'npz' in restored else _numpy_dicts(restored['arrays'])
-      arrays = _unpack_small(arrays, meta.pop(_PACKED))
-      arrays = _restore_empties(arrays, empties)
-      return step, arrays, meta
     return None
+
+  def restore(self, step):
+    """Returns (step, arrays, meta) of checkpoint `step`, one of `all_steps()`; orbax's error
+    if it cannot be read."""
+    ocp = _orbax()
+    restored = self._manager.restore(step, args=ocp.args.Composite(
+        meta=ocp.args.JsonRestore(), **self._arrays_item(step)))
+    meta = dict(restored['meta'])
+    empties = meta.pop(_EMPTY)
+    arrays = restored['npz'] if 'npz' in restored else _numpy_dicts(restored['arrays'])
+    arrays = _unpack_small(arrays, meta.pop(_PACKED))
+    arrays = _restore_empties(arrays, empties)
+    return step, arrays, meta
 
   def _arrays_item(self, step):
     """The restore args of step's arrays: the `npz` item, or a StandardSave `arrays` item."""

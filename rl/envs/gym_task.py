@@ -110,6 +110,7 @@ class GymTask:
     clipping, episodes ending on a lost life; see rl.envs.wrappers), and eval envs
     use the env's own vectorised implementation where it has one
     (rl.envs.vector_envs.make_vector_env's `vectorized`; recorded or not, the same).
+    n_envs None: one env of the same wrappers, no vector env.
     """
     wrappers, game_returns = wrappers_lib.env_wrappers(
         self._atari, self.num_stacked_frames, training, self.time_limit,
@@ -118,10 +119,18 @@ class GymTask:
     # Under Atari preprocessing the time limit is a wrapper above the frame
     # skip, so it counts agent steps as everything else here does.
     time_limit = None if self._atari is not None else self.time_limit
+    if n_envs is None:
+      return vector_envs.make_env(self.env_name, self._env_kwargs, time_limit,
+                                  wrappers), game_returns
     env = vector_envs.make_vector_env(self.env_name, n_envs, self._env_kwargs, time_limit,
                                    video_folder=video_folder, wrappers=wrappers,
                                    vectorized=not training)
     return env, game_returns
+
+  def eval_env(self, n_envs=None):
+    """A new env as evaluation plays them, for the caller to step and close: one gymnasium
+    env (n_envs None), or the vector env of `n_envs` copies that `evaluate` plays on."""
+    return self._make_env(n_envs, training=False)[0]
 
   def share_programs(self, other):
     """Uses `other`'s compiled functions where it has any (a task of the same config)."""

@@ -210,6 +210,10 @@ class JaxTask:
     self.carry = TaskCarry(envs, replay)
     bookkeeping.load_counters(self, meta)
 
+  def eval_env(self):
+    """(env, env_params): the gymnax env that evaluation plays and its parameters."""
+    return self._env, self._params
+
   def close(self):
     """Nothing to release: the envs are arrays the carry holds."""
 

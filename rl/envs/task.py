@@ -49,7 +49,8 @@ class Task(Protocol):
   Besides this, a GymTask collects on the host (`collect`, `collect_initial`,
   `slice_data`) and a JaxTask gives the trainer's compiled epoch its pure
   `rollout` and `epoch_slices` and its state between epochs (`carry`);
-  `jax_native` says which.
+  `jax_native` says which. Each gives the envs its evaluation plays on
+  (`eval_env`: gymnasium envs, or the gymnax env and its parameters).
   """
 
   jax_native: bool

@@ -1,8 +1,9 @@
-"""Building gymnasium vector envs from checked ids, recorded or not.
+"""Building gymnasium envs and vector envs from checked ids, recorded or not.
 
 Every gymnasium env the runner steps is built here: its id checked
 (rl.envs.registry), its missing packages told as one line naming our extra.
 """
+import contextlib
 import re
 
 import gymnasium as gym
@@ -69,20 +70,47 @@ def make_vector_env(env_id, n_envs, env_kwargs=None, time_limit=None, video_fold
   mode = (dict(vectorization_mode='vector_entry_point') if own else
           dict(vectorization_mode='sync', wrappers=list(wrappers),
                vector_kwargs={'autoreset_mode': AutoresetMode.SAME_STEP}))
-  try:
+  with _build_errors(env_id, env_kwargs, recording=video_folder is not None):
     vector_env = gym.make_vec(env_id, num_envs=n_envs, **mode, **kwargs)
+  if video_folder is None:
+    return vector_env
+  return video.record_first_episode(vector_env, env_id, video_folder, own)
+
+
+def make_env(env_id, env_kwargs=None, time_limit=None, wrappers=()):
+  """One copy of `env_id` as a sub-env of `make_vector_env` is: `gymnasium.make(env_id,
+  **env_kwargs)` (with `time_limit` as its max_episode_steps) wrapped in `wrappers`.
+
+  Raises:
+    ConfigError: as `make_vector_env` (unknown id, missing package, bad env kwargs).
+  """
+  env_id = check_env_id(env_id)
+  if extra_for(env_id) == 'atari':
+    _quiet_ale()
+  kwargs = dict(env_kwargs or {})
+  if time_limit is not None:
+    kwargs['max_episode_steps'] = int(time_limit)
+  with _build_errors(env_id, env_kwargs, recording=False):
+    env = gym.make(env_id, **kwargs)
+  for wrap in wrappers:
+    env = wrap(env)
+  return env
+
+
+@contextlib.contextmanager
+def _build_errors(env_id, env_kwargs, recording):
+  """Turns gymnasium's errors while building `env_id` into one-line ConfigErrors."""
+  try:
+    yield
   except gym.error.DependencyNotInstalled as e:
     raise _missing_package(env_id, e) from None
   except TypeError as e:
-    if video_folder is not None and 'render_mode' in str(e):
+    if recording and 'render_mode' in str(e):
       # An env that declares no render_modes and takes no render_mode.
       raise video.cannot_record(env_id, None) from None
     raise ConfigError(
         f"cannot build {env_id!r} with RLTask.env_kwargs={env_kwargs!r}: {e}. "
         "Fix or remove the offending env kwarg.") from None
-  if video_folder is None:
-    return vector_env
-  return video.record_first_episode(vector_env, env_id, video_folder, own)
 
 
 def _missing_package(env_id, error):
