@@ -19,7 +19,7 @@ from rl.errors import ConfigError
 # are recognised by their integer defaults).
 _INTEGER_PARAMETERS_WITHOUT_DEFAULT = frozenset((
     'n_trajectories_per_epoch', 'n_interactions_per_epoch', 'collect_per_epoch',
-    'max_steps', 'time_limit'))
+    'max_steps', 'time_limit', 'n_eval_episodes', 'eval_every'))
 # The names registered through `configurable`, in the order their modules were imported.
 _NAMES = []
 

@@ -11,7 +11,11 @@ import numpy as np
 import pytest
 
 from rl import experiment
+from rl.algorithms import PolicyGradientTrainer
+from rl.envs.task import RLTask
 from rl.errors import ConfigError
+from rl.learner.trainer import DEFAULT_EVAL_EPISODES
+from rl.learner.trainer import DEFAULT_EVAL_EVERY
 
 
 # Each trainer's parameters that count gradient steps per epoch.
@@ -61,6 +65,25 @@ def test_trainer_builds_and_trains_two_epochs_from_defaults(tmp_path, name):
     assert any(k.endswith('_loss') for k in numbers), sorted(record)
     bad = {k: v for k, v in numbers.items() if not math.isfinite(v)}
     assert not bad, f'{name}: non-finite metrics {bad}'
+  # The default evaluation: every 10 epochs and the last, so this run ends with one.
+  assert 'eval_return' not in trainer.history[0]
+  assert math.isfinite(trainer.history[1]['eval_return'])
+
+
+@pytest.mark.parametrize('bound, episodes, every', [
+    ({}, DEFAULT_EVAL_EPISODES, DEFAULT_EVAL_EVERY),
+    ({'n_eval_episodes': 2}, 2, 1),
+    ({'eval_every': 3}, DEFAULT_EVAL_EPISODES, 3),
+    ({'n_eval_episodes': 0}, 0, 1)])
+def test_a_trainer_without_evaluation_bindings_evaluates_every_few_epochs(bound, episodes,
+                                                                           every):
+  trainer = PolicyGradientTrainer(RLTask(env='CartPole-v1', n_envs=2), **bound)
+  assert (trainer.options.n_eval_episodes, trainer.options.eval_every) == (episodes, every)
+  learner = trainer.learner
+  learner.last_epoch = 25
+  evaluating = [e for e in range(1, 26) if learner.evaluates(e)]
+  assert evaluating == ([] if not episodes else sorted({*range(every, 26, every), 25}))
+  trainer.close()
 
 
 @pytest.mark.parametrize('name', ['PolicyTrainer', 'ActorCriticTrainer',

@@ -97,7 +97,7 @@ class ValueAgent(RLTrainer):
       @exploration_rate/multifactor with factors 'constant * decay_every' and
       a minimum), evaluated at the RL epoch number: the collection of epoch e
       (1, 2, ...) acts with epsilon(e). None: max(0.99^e, 0.1).
-    n_eval_episodes: greedy evaluation episodes after each epoch (0: none).
+    n_eval_episodes: greedy evaluation episodes (RLTrainer's; 0: none).
     only_eval: collect and evaluate only.
     n_replay_epochs: how many of the latest epochs the task's buffer keeps
       and the batches are sampled from. The default 100 makes it a replay
@@ -127,7 +127,7 @@ class ValueAgent(RLTrainer):
 
   def __init__(self, task, value_body=None, value_optimizer=None, value_lr_schedule=None,
                value_batch_size=64, value_train_steps_per_epoch=500, value_evals_per_epoch=1,
-               value_eval_steps=0, exploration_rate=None, n_eval_episodes=0, only_eval=False,
+               value_eval_steps=0, exploration_rate=None, n_eval_episodes=None, only_eval=False,
                n_replay_epochs=100, max_slice_length=2, sync_freq=1000,
                target_sync='global', scale_value_targets=True, output_dir=None, **kwargs):
     super().__init__(task, n_eval_episodes=n_eval_episodes, only_eval=only_eval,

@@ -15,6 +15,11 @@ from rl.learner.learner import Learner
 # The epoch when neither n_trajectories_per_epoch nor n_interactions_per_epoch is
 # set: about 200 CartPole steps at first, enough episodes to normalise returns over.
 DEFAULT_N_TRAJECTORIES_PER_EPOCH = 10
+# The evaluation of a trainer given neither n_eval_episodes nor eval_every: a few
+# greedy episodes every few epochs, so that every run has an eval return and
+# ends with one, at a small share of its time.
+DEFAULT_EVAL_EPISODES = 5
+DEFAULT_EVAL_EVERY = 10
 
 
 class LoopOptions(NamedTuple):
@@ -37,11 +42,13 @@ class RLTrainer:
       RLTask.n_envs). Give it or n_trajectories_per_epoch, not both; with
       neither, an epoch is DEFAULT_N_TRAJECTORIES_PER_EPOCH (10) complete
       trajectories.
-    n_eval_episodes: greedy evaluation episodes after each epoch's training
-      (0: no evaluation).
+    n_eval_episodes: evaluation episodes after an evaluating epoch's training
+      (0: no evaluation); unbound, DEFAULT_EVAL_EPISODES (5).
     eval_temperatures: sampling temperatures of the evaluation; 0 is greedy
       and is logged as eval_return, others as eval_return_temperature_<T>.
-    eval_every: evaluate after every this many epochs (and after the last).
+    eval_every: evaluate after every this many epochs (and after the last);
+      unbound, 1 when n_eval_episodes is bound and DEFAULT_EVAL_EVERY (10)
+      when it is not.
     only_eval: collect and evaluate without training or storing trajectories.
     output_dir: the run's folder (passed by the runner).
     collect_per_epoch: the reference's name of n_trajectories_per_epoch.
@@ -58,7 +65,7 @@ class RLTrainer:
   fixed_parameters = ()
 
   def __init__(self, task, n_trajectories_per_epoch=None, n_interactions_per_epoch=None,
-               n_eval_episodes=0, eval_temperatures=(0.0,), eval_every=1, only_eval=False,
+               n_eval_episodes=None, eval_temperatures=(0.0,), eval_every=None, only_eval=False,
                output_dir=None, collect_per_epoch=None):
     check_backend(self, task)
     if collect_per_epoch is not None:
@@ -79,6 +86,10 @@ class RLTrainer:
       raise ConfigError(
           f'n_interactions_per_epoch ({n_interactions_per_epoch}) must be a multiple '
           f'of RLTask.n_envs ({task.n_envs}).')
+    if eval_every is None:
+      eval_every = DEFAULT_EVAL_EVERY if n_eval_episodes is None else 1
+    if n_eval_episodes is None:
+      n_eval_episodes = DEFAULT_EVAL_EPISODES
     self.task = task
     self.output_dir = output_dir
     self.options = LoopOptions(n_trajectories_per_epoch, n_interactions_per_epoch,
