@@ -336,3 +336,40 @@ def test_readme_and_config_headers_quote_the_stored_records():
       assert int(number.replace(',', '')) == median, (record['config'], number, median)
       quoted += 1
   assert quoted >= 10
+
+
+# A list of per-seed figures in a config header: '5,120, 30,720 and 17,920'.
+_NUMBER = r'-?\d[\d,]*(?:\.\d+)?'
+_SEED_LIST = re.compile(rf'({_NUMBER}(?:, {_NUMBER})*,? and {_NUMBER})')
+# The sentences of a header that give the record's results (tuning notes about
+# other settings are left to the prose).
+_RESULT_SENTENCE = re.compile(r'(?:Reaches|Ends|--seeds \d[\d,]*) .*?\((?:docs/results|the Zoo)')
+
+
+def _seed_lists(sentence):
+  for match in _SEED_LIST.finditer(sentence):
+    yield [float(n.replace(',', '')) for n in re.split(r',? and |, ', match.group(1))]
+
+
+def test_config_headers_quote_each_seeds_figures_from_the_stored_records():
+  """Every list of per-seed figures in a config's results sentence is its record's: the env
+  steps at which each seed first reached the target, or each seed's final eval (to 0.1)."""
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  records = results_page.stored_records(learning_records.RECORDS_DIR, learning.REGISTRY)
+  checked, wrong = 0, []
+  for record in records:
+    with open(os.path.join(root, 'configs', record['config'] + '.gin')) as f:
+      header = ' '.join(line[1:].strip() for line in f.read().splitlines()
+                        if line.startswith('#'))
+    seeds = record['seeds']
+    steps = [float(s['env_steps_to_target']) for s in seeds if s.get('reached')]
+    finals = [round(s['final_eval'], 1) for s in seeds]
+    for sentence in _RESULT_SENTENCE.findall(header):
+      for figures in _seed_lists(sentence):
+        if len(figures) != len(seeds):
+          continue
+        if figures not in (steps, finals):
+          wrong.append((record['config'], figures, steps, finals))
+        checked += 1
+  assert not wrong, wrong
+  assert checked >= 10, checked
