@@ -8,6 +8,7 @@ from launch.grid import gin_bindings
 from launch.grid import point_of
 from rl import config
 from rl import experiment  # pylint: disable=unused-import  (gin names of every configurable)
+from rl import overridden
 from rl.envs import gymnax_envs as jax_envs
 from rl.errors import UserError
 
@@ -41,7 +42,9 @@ def check_config(config_files, extra_config, runs):
 def check_points(config_files, extra_config, runs):
   """check_config's digest, and the grid point folders whose env is JAX-native.
 
-  Those points' seeds run as one rl.run --seeds (see launch.sweep's module doc).
+  Those points' seeds run as one rl.run --seeds (see launch.sweep's module doc). A grid
+  over a parameter that the run passes itself (Adam.learning_rate, gae.gamma) is refused:
+  its runs would all train alike (rl.overridden).
   """
   points = {point_of(run): run['bindings'] for run in runs}
   jax_points = set()
@@ -50,6 +53,7 @@ def check_points(config_files, extra_config, runs):
       gin.clear_config()
       try:
         config.parse_config(config_files, list(extra_config) + gin_bindings(bindings))
+        overridden.check_declared(bindings)
       except UserError as e:
         raise SweepError(f'grid point {name}: {e}') from None
       if jax_envs.is_jax_env(bound_env()):

@@ -128,14 +128,26 @@ def _suggest_file(path):
   return f" Did you mean '{os.path.join(folder, close[0])}'?" if close else ''
 
 
-def _suggest(word, candidates):
-  close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
-  return f" Did you mean '{close[0]}'?" if close else ''
+def _suggest(word, candidates, prefix=''):
+  """' Did you mean ...?' with the candidate closest to `word` (the same but for case first),
+  written after `prefix` (a reference's '@scope/')."""
+  same = [c for c in candidates if c.lower() == word.lower()]
+  close = same or difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+  return f" Did you mean '{prefix}{close[0]}'?" if close else ''
 
 
 def _gin_error(e):
   """Turns gin's parse errors into one line with a suggestion."""
   text = ' '.join(str(e).split())
+  m = re.search(r"No configurable matching reference '@([^']+)'", text)
+  if m:
+    # gin names the reference without its scope; the line it quotes has it.
+    name = m.group(1).split('/')[-1]
+    scoped = re.search(rf'@((?:[\w.]+/)*){re.escape(name)}(?![\w.])', text[m.end():])
+    prefix = '@' + (scoped.group(1) if scoped else '')
+    return ConfigError(f"unknown configurable '{prefix}{name}' in a reference of the gin config."
+                       f"{_suggest(name, configurables.registered_names(), prefix)} "
+                       "Check the reference's spelling.")
   m = re.search(r"No configurable matching '([^']+)'", text)
   if m:
     name = m.group(1).split('/')[-1]
@@ -213,7 +225,9 @@ def construct(cls, **kwargs):
     base = next(c for c in type(e).__mro__ if c in (ConfigError, OutputDirError, UserError))
     raise base(first_sentence(str(e))) from None
   except TypeError as e:
-    text = ' '.join(str(e).split())
+    # gin appends a line per configurable the error passed through, innermost first.
+    inner = re.findall(r"In call to configurable '([^']+)'", str(e))
+    text = first_sentence(str(e))
     m = re.search(r"unexpected keyword argument '([^']+)'", text)
     if m:
       name = cls.__name__
@@ -226,8 +240,11 @@ def construct(cls, **kwargs):
       name = cls.__name__
       raise ConfigError(f"{name} sets {m.group(1)} itself, so it cannot be bound; remove "
                         f"the binding {name}.{m.group(1)}.") from None
-    raise ConfigError(f'cannot build {cls.__name__}: {first_sentence(text)} '
-                      '(check the types of its gin bindings).') from None
+    name = inner[0] if inner else cls.__name__
+    bound = [f'{k} = {v}' for k, v in config_bindings(gin.config_str()).items()
+             if _selector(k).split('/')[-1] == name]
+    raise ConfigError(f'cannot build {name}: {text} (check the types of its gin bindings'
+                      + (f": {', '.join(bound)}" if bound else '') + ').') from None
   except RuntimeError as e:
     m = re.match(r'Required bindings for `([^`]+)` not provided in config: \[([^\]]*)\]', str(e))
     if not m:
@@ -274,14 +291,31 @@ def _selector(key):
   return key.rpartition('.')[0] or key
 
 
+def called_selectors(operative_config):
+  """The 'scope/Selector' of every call the run made, from its `operative_config` text."""
+  return {_selector(key) for key in config_bindings(operative_config)}
+
+
+def reaches(selector, called):
+  """Whether a binding of `selector` ('scope/Selector') reaches the call `called` (the same).
+
+  gin gives a call in scope a/b the bindings of the scopes '', 'a' and 'a/b':
+  an unscoped multifactor.minimum reaches @policy/multifactor.
+  """
+  scope, _, name = selector.rpartition('/')
+  called_scope, _, called_name = called.rpartition('/')
+  parts = scope.split('/') if scope else []
+  return name == called_name and called_scope.split('/')[:len(parts)] == parts
+
+
 def unused_bindings():
   """Keys of the parsed config's bindings whose configurable (or macro) the run never used.
 
   gin's operative config lists the configurables that were called, each with
   the parameters it read from the config. A binding is counted as used once
-  its configurable is among them: a caller that passes a parameter itself
-  leaves that parameter out, and a binding of it still documents the run.
-  Call it once the run is built (rl.experiment.prepared_run).
+  a call of its configurable is among them, in its scope or one inside it; a
+  caller that passes the parameter itself overrides it, which rl.overridden
+  refuses. Call it once the run is built (rl.experiment.prepared_run).
   """
   unused = unused_keys(gin.config_str())
   return [key for key in config_bindings(gin.config_str()) if key in unused]
@@ -293,8 +327,19 @@ def unused_keys(*configs):
   Such a binding cannot change the run, so it is no difference when a resume
   compares configs. Call it once the run is built, as unused_bindings.
   """
-  used = {_selector(key) for key in config_bindings(gin.operative_config_str())}
-  return {key for text in configs for key in config_bindings(text) if _selector(key) not in used}
+  used = called_selectors(gin.operative_config_str())
+  return {key for text in configs for key in config_bindings(text)
+          if not any(reaches(_selector(key), called) for called in used)}
+
+
+def config_to_save(unused):
+  """A run's config.gin: gin's operative config, then the `unused` bindings (unused_bindings)
+  as comments. It holds every binding the run was given, and comments change nothing that
+  reads it (a resume from it, rl.report's groups)."""
+  given = config_bindings(gin.config_str())
+  return gin.operative_config_str() + (
+      '\n# Bindings given to this run that it did not use (no call of their configurable):\n'
+      + ''.join(f'# {key} = {given[key]}\n' for key in unused) if unused else '')
 
 
 # The unused bindings the warning names; log.txt lists them all (rl.experiment).

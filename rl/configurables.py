@@ -22,6 +22,9 @@ _INTEGER_PARAMETERS_WITHOUT_DEFAULT = frozenset((
     'max_steps', 'time_limit', 'n_eval_episodes', 'eval_every'))
 # The names registered through `configurable`, in the order their modules were imported.
 _NAMES = []
+# {(configurable name, parameter): what sets it}: parameters that the code calling the
+# configurable passes itself, so a binding of one has no effect (`set_by_caller`).
+_SET_BY_CALLER = {}
 
 
 def find(selector):
@@ -32,20 +35,33 @@ def find(selector):
     return None
 
 
-def configurable(name_or_fn=None, **kwargs):
+def configurable(name_or_fn=None, set_by_caller=None, **kwargs):
   """gin.configurable that also records the name it registers (see `registered_names`).
 
   Used as @configurable, @configurable('name') or @configurable(denylist=[...]),
-  exactly as gin.configurable.
+  exactly as gin.configurable. set_by_caller: {parameter: what sets it} for
+  parameters that the package's code always passes itself (an optimizer's
+  learning rate, from the schedule); a binding of one is refused, naming what
+  to bind instead (rl.overridden). What sets it is a line such as 'RLTask.gamma',
+  or a function of the run's operative bindings that returns one.
   """
   if callable(name_or_fn):
     _NAMES.append(name_or_fn.__name__)
     return gin.configurable(name_or_fn, **kwargs)
 
   def decorate(fn):
-    _NAMES.append(name_or_fn or fn.__name__)
+    name = name_or_fn or fn.__name__
+    _NAMES.append(name)
+    for param, setter in (set_by_caller or {}).items():
+      _SET_BY_CALLER[name, param] = setter
     return gin.configurable(name_or_fn, **kwargs)(fn)
   return decorate
+
+
+def setter_of(selector, param):
+  """What sets parameter `param` of configurable `selector` (scope ignored), as declared to
+  `configurable`; None when the package's code leaves it to the config."""
+  return _SET_BY_CALLER.get((selector.split('/')[-1], param))
 
 
 def registered_names():
@@ -158,7 +174,9 @@ def check_numeric_bindings():
   so such a run would quietly differ from the config or fail late. A
   parameter is an integer one when its default is an int (not a bool), or it
   is one of the step and trajectory counts that default to None; a number
-  one when its default is a float.
+  one when its default is a float. A number bound to a parameter whose default
+  is a tuple (MLP.layer_widths) is refused too: it would fail deep inside the
+  build, where gin's error names the configurable but not the binding.
   """
   for binding in _bound_keys():
     selector, _, name = binding.rpartition('.')
@@ -166,9 +184,12 @@ def check_numeric_bindings():
     if fn is None:
       continue
     value = gin.query_parameter(binding)
+    default = parameter_default(fn, name)
+    if isinstance(default, (tuple, list)) and isinstance(value, (int, float)):
+      raise ConfigError(f'{binding} takes a tuple, got {value!r} (a single number). '
+                        f'Did you mean {binding} = ({value!r},)?')
     if not isinstance(value, (bool, float, str)):
       continue
-    default = parameter_default(fn, name)
     kind = _numeric_kind(name, default)
     if kind is None or (kind == 'a number' and isinstance(value, float)):
       continue

@@ -25,6 +25,7 @@ from rl import config
 from rl import console
 from rl import cpu_client
 from rl import errors
+from rl import overridden
 from rl import registrations  # pylint: disable=unused-import  (every configurable)
 from rl import run_folder
 from rl.configurables import configurable
@@ -193,8 +194,9 @@ def restore(run, output_dir, checkpoint, full_config, allow_config_change, from_
     learner.collect_initial()
     return
   _, arrays, meta = checkpoint
-  # Bindings of configurables this run never calls have no effect either way.
-  unused = config.unused_keys(meta.get('config', ''), full_config)
+  # Bindings the run never reads (never called, or overridden) have no effect either way.
+  configs = (meta.get('config', ''), full_config)
+  unused = config.unused_keys(*configs) | overridden.overridden_keys(*configs)
   diffs = config.config_difference(meta.get('config', ''), full_config,
                                    new_is_operative=from_saved_config,
                                    ignored=set(RESUMABLE_BINDINGS) | unused)
@@ -241,6 +243,7 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
   learner = run.trainer.learner
   console_settings = config.construct(console.console_settings)
   unused = config.unused_bindings()  # once every configurable of the run is called
+  overridden.check_run()
 
   os.makedirs(output_dir, exist_ok=True)
   with run_folder.folder_lock(output_dir):
@@ -256,7 +259,7 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
       if len(unused) > config.MAX_NAMED_UNUSED:
         log.info('Bindings not used by this run: %s.', ', '.join(unused),
                  extra={run_folder.QUIET: True})
-    run_folder.save_config(output_dir, gin.operative_config_str())
+    run_folder.save_config(output_dir, config.config_to_save(unused))
     writer = MetricsWriter(output_dir, learner.history)
     try:
       prepared = PreparedRun(run, output_dir, checkpointer, full_config, log, writer)

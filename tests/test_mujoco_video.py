@@ -16,8 +16,8 @@ PPO_PENDULUM = os.path.join(ROOT, 'configs', 'ppo_pendulum.gin')
 # One short epoch of PPO on MuJoCo's InvertedPendulum.
 TINY_MUJOCO = ["RLTask.env = 'InvertedPendulum-v5'", 'RLTask.n_envs = 2', 'RLTask.time_limit = 20',
                'train_rl.n_epochs = 1', 'PPO.n_interactions_per_epoch = 64',
-               'PPO.policy_train_steps_per_epoch = 2', 'PPO.value_train_steps_per_epoch = 2',
-               'PPO.n_eval_episodes = 1']
+               'PPO.policy_batch_size = 64', 'PPO.policy_train_steps_per_epoch = 2',
+               'PPO.value_train_steps_per_epoch = 2', 'PPO.n_eval_episodes = 1']
 
 
 @pytest.mark.parametrize('environ, libraries, chosen', [

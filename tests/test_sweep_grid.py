@@ -4,8 +4,8 @@ The grid times the seeds in a stable order with readable, filesystem-safe
 folder names (colliding names refused), grid values as gin bindings, bad sweep
 files, the shipped sweep file and YAML floats; on the command line, bad input
 and flags that would not act on a sweep exit 2 with one line, a misspelt
-binding fails the sweep before any run, and --help describes each flag as it
-acts in a sweep.
+binding or a grid over a parameter the run passes itself fails the sweep before
+any run, and --help describes each flag as it acts in a sweep.
 """
 import os
 import re
@@ -164,4 +164,18 @@ def test_a_config_typo_fails_the_sweep_up_front(tmp_path):
   assert result.stderr.strip().splitlines() == [
       "launch.sweep: error: grid point RLTask.gama=0.9: 'RLTask' has no parameter 'gama'. "
       "Did you mean 'gamma'? Fix the binding's parameter name."]
+  assert not os.path.exists(tmp_path / 'o')
+
+
+def test_a_grid_over_a_parameter_the_run_passes_itself_is_refused_up_front(tmp_path):
+  # Every point would train alike: the trainers build the optimizer with their schedule's rate.
+  grid = tmp_path / 'grid.yaml'
+  grid.write_text('Adam.learning_rate: [0.1, 0.0001]\n')
+  result = refusal(f"--config_file={os.path.join(ROOT, 'configs', 'ppo_cartpole.gin')}",
+                   f'--sweep={grid}', f'--output_dir={tmp_path / "o"}')
+  assert result.returncode == 2
+  [line] = result.stderr.strip().splitlines()
+  assert line.startswith('launch.sweep: error: grid point Adam.learning_rate=0.1: '
+                         'Adam.learning_rate = 0.1 has no effect'), line
+  assert 'PPO.policy_lr_schedule = @policy/multifactor' in line
   assert not os.path.exists(tmp_path / 'o')

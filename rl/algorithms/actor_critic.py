@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rl import ranges
 from rl.algorithms import batches
 from rl.algorithms import networks
 from rl.algorithms.q_baseline import QBaseline
@@ -26,9 +27,11 @@ from rl.algorithms.q_baseline import parse_aggregate
 from rl.data import slices
 from rl.errors import ConfigError
 from rl.learner.acting import Acting
+from rl.learner.checks import check_batch_size
 from rl.learner.checks import check_divisible
 from rl.learner.checks import check_estimator
 from rl.learner.checks import check_on_policy
+from rl.learner.checks import value_scale_of
 from rl.learner.fused_epoch import fused_epoch
 from rl.learner.fused_epoch import one_network_step
 from rl.learner.fused_epoch import variables_of
@@ -172,6 +175,8 @@ class ActorCriticTrainer(RLTrainer):
     check_estimator(self, self.estimator,
                     f'added_policy_slice_length must be >= 1 (got {self.margin})', task, kwargs,
                     'use a bootstrapping estimator (@gae with added_policy_slice_length >= 1)')
+    check_batch_size(self, 'policy_batch_size', policy_batch_size, n_replay_epochs)
+    ranges.in_range(f'{name}.value_batch_size', value_batch_size, low=1)
     self.q_baseline = (QBaseline(name, task, self.dist, q_value_aggregate,
                                  q_value_temperature, q_value_n_samples) if q_value else None)
     self.max_slice_length = max_slice_length
@@ -179,7 +184,7 @@ class ActorCriticTrainer(RLTrainer):
     self.n_replay_epochs = int(n_replay_epochs)
     self.normalization = ((advantage_normalization_epsilon, advantage_normalization_factor)
                           if advantage_normalization else None)
-    self.value_scale = 1.0 / (1.0 - task.gamma) if scale_value_targets else 1.0
+    self.value_scale = value_scale_of(self, task, scale_value_targets)
     self.value_batch_size = value_batch_size
     self.value_train_steps = value_train_steps_per_epoch
     self.value_evals = value_evals_per_epoch

@@ -5,6 +5,7 @@ is ActorCriticTrainer's (rl.algorithms.actor_critic); the policy regresses on
 the taken actions weighted by rl.ops.losses.awr_weights.
 """
 
+from rl import ranges
 from rl.algorithms.actor_critic import ActorCriticTrainer
 from rl.configurables import configurable
 from rl.ops import losses
@@ -23,6 +24,9 @@ class AWR(ActorCriticTrainer):
   """
 
   def __init__(self, task, beta=1.0, w_max=20.0, thresholds=None, **kwargs):
+    name = type(self).__name__
+    ranges.in_range(f'{name}.beta', beta, low=0, low_open=True, why='it divides the advantages')
+    ranges.in_range(f'{name}.w_max', w_max, low=0, low_open=True)
     self.beta = beta
     self.w_max = w_max
     self.thresholds = tuple(tuple(t) for t in thresholds) if thresholds else None

@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rl import compiler
+from rl import ranges
 from rl.algorithms import batches
 from rl.algorithms import networks
 from rl.configurables import configurable
@@ -39,6 +40,7 @@ from rl.errors import ConfigError
 from rl.learner.acting import Acting
 from rl.learner.checks import check_divisible
 from rl.learner.checks import check_estimator
+from rl.learner.checks import value_scale_of
 from rl.learner.fused_epoch import fused_epoch
 from rl.learner.fused_epoch import gradient_step
 from rl.learner.fused_epoch import variables_of
@@ -150,6 +152,7 @@ class ValueAgent(RLTrainer):
       raise ConfigError(f'{name}.max_slice_length must be >= 1, got {max_slice_length}.')
     if int(n_replay_epochs) < 1:
       raise ConfigError(f'{name}.n_replay_epochs must be >= 1, got {n_replay_epochs}.')
+    ranges.in_range(f'{name}.value_batch_size', value_batch_size, low=1)
     self.n_replay_epochs = int(n_replay_epochs)
     self._n_actions = int(space.n)
     self._value_body = value_body
@@ -164,7 +167,7 @@ class ValueAgent(RLTrainer):
     self._margin = self._max_slice_length - 1
     self._sync_freq = int(sync_freq)
     self._held_target = target_sync == 'global'
-    self._value_scale = 1.0 / (1.0 - task.gamma) if scale_value_targets else 1.0
+    self._value_scale = value_scale_of(self, task, scale_value_targets)
     # The schedule itself for `update`, where it is traced into the epoch's
     # program; and compiled for the epsilon of each epoch's collection,
     # one call per epoch: evaluated op by op, its arithmetic compiled a small

@@ -23,6 +23,7 @@ separate-network trainers (rl.ops.losses).
 import jax
 import jax.numpy as jnp
 
+from rl import ranges
 from rl.algorithms import batches
 from rl.algorithms import networks
 from rl.algorithms.ppo import ppo_diagnostics
@@ -31,9 +32,11 @@ from rl.configurables import configurable
 from rl.data import slices
 from rl.data.trajectories import Batch
 from rl.learner.acting import Acting
+from rl.learner.checks import check_batch_size
 from rl.learner.checks import check_divisible
 from rl.learner.checks import check_estimator
 from rl.learner.checks import check_on_policy
+from rl.learner.checks import value_scale_of
 from rl.learner.fused_epoch import fused_epoch
 from rl.learner.fused_epoch import one_network_step
 from rl.learner.fused_epoch import variables_of
@@ -108,6 +111,8 @@ class ActorCriticJointTrainer(RLTrainer):
                     f'added_policy_slice_length must be >= 1 (got {self.margin})', task,
                     dict(kwargs, n_trajectories_per_epoch=n_trajectories_per_epoch),
                     'use a bootstrapping estimator (@gae with added_policy_slice_length >= 1)')
+    check_batch_size(self, 'batch_size', batch_size, n_replay_epochs)
+    ranges.in_range(f'{type(self).__name__}.value_loss_coeff', value_loss_coeff, low=0)
     self.n_replay_epochs = int(n_replay_epochs)
     self._joint_model_factory = joint_model or heads.PolicyAndValue
     self._optimizer = optimizer
@@ -119,7 +124,7 @@ class ActorCriticJointTrainer(RLTrainer):
     self.max_slice_length = max_slice_length
     self._normalize = normalize_advantages
     self._value_loss_coeff = value_loss_coeff
-    self._value_scale = 1.0 / (1.0 - task.gamma) if scale_value_targets else 1.0
+    self._value_scale = value_scale_of(self, task, scale_value_targets)
     self._dist = networks.policy_distribution(task, type(self).__name__)
     self.per_chunk = bool(advantages_per_chunk)
 
@@ -257,6 +262,8 @@ class PPOJoint(ActorCriticJointTrainer):
   on_policy = True
 
   def __init__(self, task, epsilon=0.2, value_loss_coeff=0.1, entropy_coeff=0.01, **kwargs):
+    ranges.in_range(f'{type(self).__name__}.epsilon', epsilon, low=0, low_open=True,
+                    why='a clip range of the probability ratio')
     self.epsilon = epsilon
     self.entropy_coeff = entropy_coeff
     super().__init__(task, value_loss_coeff=value_loss_coeff, **kwargs)

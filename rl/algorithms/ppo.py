@@ -8,6 +8,7 @@ policy_train_steps_per_epoch gradient steps on `ppo_loss`. PPOJoint
 import jax
 import jax.numpy as jnp
 
+from rl import ranges
 from rl.algorithms.actor_critic import ActorCriticTrainer
 from rl.configurables import configurable
 from rl.ops.advantages import masked_mean
@@ -52,6 +53,8 @@ class PPO(ActorCriticTrainer):
   on_policy = True
 
   def __init__(self, task, epsilon=0.2, entropy_coeff=0.01, **kwargs):
+    ranges.in_range(f'{type(self).__name__}.epsilon', epsilon, low=0, low_open=True,
+                    why='a clip range of the probability ratio')
     self.epsilon = epsilon
     self.entropy_coeff = entropy_coeff
     super().__init__(task, **kwargs)

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, Optional, Protocol
 
 import gin
 
+from rl import ranges
 from rl.configurables import configurable
 from rl.envs import gymnax_envs as jax_envs
 from rl.envs.gym_task import GymTask
@@ -181,6 +182,11 @@ def RLTask(env=gin.REQUIRED, env_kwargs=None, n_envs=8, gamma=0.99, max_steps=No
   check_seed(seed)
   if n_envs < 1:
     raise ConfigError(f'RLTask.n_envs must be >= 1, got {n_envs}.')
+  ranges.in_range('RLTask.gamma', gamma, low=0, high=1, why='a discount factor')
+  # num_stacked_frames and context_length are checked where they are used.
+  ranges.in_range('RLTask.max_steps', max_steps, low=1)
+  ranges.in_range('RLTask.time_limit', time_limit, low=1)
+  ranges.in_range('RLTask.initial_trajectories', initial_trajectories, low=0)
   if not jax_envs.is_jax_env(env):
     return GymTask(env, env_kwargs, n_envs, gamma, max_steps, time_limit,
                    initial_trajectories, num_stacked_frames, atari_preprocessing,

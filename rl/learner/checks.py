@@ -1,4 +1,5 @@
 """The configuration checks trainers share, each failing with one line that names the fix."""
+from rl import ranges
 from rl.errors import ConfigError
 
 # The trainers whose epoch runs on JAX-native envs (those with `rollout_data`).
@@ -72,3 +73,36 @@ def check_divisible(steps, evals, steps_name, evals_name):
   if evals < 1 or steps % evals:
     raise ConfigError(f'{steps_name} ({steps}) must be a positive multiple of '
                       f'{evals_name} ({evals}); change one of them.')
+
+
+def check_batch_size(trainer, param, batch_size, n_replay_epochs=1):
+  """A policy batch of at least one slice, and no more than the env steps it is drawn from.
+
+  Batches are drawn with replacement, so a larger one would train on repeats
+  of the same steps. The steps are known ahead only when an epoch is counted
+  in env steps (n_interactions_per_epoch); whole trajectories vary in length.
+  A value regression's batch is not bounded: configs/a2c_cartpole.gin's tuned
+  value batch is 256 of its 128 steps.
+  """
+  name = type(trainer).__name__
+  ranges.in_range(f'{name}.{param}', batch_size, low=1)
+  steps = trainer.options.n_interactions
+  if steps is not None and batch_size > steps * n_replay_epochs:
+    replay = f' x n_replay_epochs = {n_replay_epochs}' if n_replay_epochs != 1 else ''
+    raise ConfigError(
+        f'{name}.{param} = {batch_size} is larger than the {steps * n_replay_epochs} env steps '
+        f'its batches are drawn from ({name}.n_interactions_per_epoch = {steps}{replay}), so '
+        f'a batch would repeat steps; bind {name}.{param} <= {steps * n_replay_epochs} or '
+        'collect more steps per epoch.')
+
+
+def value_scale_of(trainer, task, scale_value_targets):
+  """1 / (1 - gamma), by which scaled value targets are divided (1 unscaled); refuses gamma 1."""
+  if not scale_value_targets:
+    return 1.0
+  if task.gamma >= 1:
+    name = type(trainer).__name__
+    raise ConfigError(f'{name}.scale_value_targets divides the value targets by 1 - RLTask.gamma, '
+                      f'which is 0 at RLTask.gamma = {task.gamma}; bind RLTask.gamma < 1 or '
+                      f'{name}.scale_value_targets = False.')
+  return 1.0 / (1.0 - task.gamma)

@@ -8,6 +8,7 @@ networks to train, how to act and how to update them.
 import warnings
 from typing import NamedTuple
 
+from rl import ranges
 from rl.errors import ConfigError
 from rl.learner.checks import check_backend
 from rl.learner.learner import Learner
@@ -80,6 +81,11 @@ class RLTrainer:
           f'{type(self).__name__}: set exactly one of n_trajectories_per_epoch '
           f'(now {n_trajectories_per_epoch}) and n_interactions_per_epoch '
           f'(now {n_interactions_per_epoch}).')
+    name = type(self).__name__
+    ranges.in_range(f'{name}.n_trajectories_per_epoch', n_trajectories_per_epoch, low=1)
+    ranges.in_range(f'{name}.n_interactions_per_epoch', n_interactions_per_epoch, low=1)
+    ranges.in_range(f'{name}.n_eval_episodes', n_eval_episodes, low=0)
+    ranges.in_range(f'{name}.eval_every', eval_every, low=1)
     if n_interactions_per_epoch is None and n_trajectories_per_epoch is None:
       n_trajectories_per_epoch = DEFAULT_N_TRAJECTORIES_PER_EPOCH
     if n_interactions_per_epoch is not None and n_interactions_per_epoch % task.n_envs:

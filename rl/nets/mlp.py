@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from rl.configurables import configurable
+from rl.errors import ConfigError
 from rl.nets.activations import resolve_activation
 from rl.nets.dense import Dense
 from rl.nets.initializers import HIDDEN_KERNEL_INIT
@@ -60,6 +61,9 @@ def MLP(layer_widths: Sequence[int] = (64, 64),
     flatten: flatten each observation to one feature axis first; False:
       the layers act on the last axis only.
   """
+  if any(width < 1 for width in layer_widths):
+    raise ConfigError(f'MLP.layer_widths = {tuple(layer_widths)!r} has a layer of fewer than '
+                      'one unit; give every layer >= 1, e.g. MLP.layer_widths = (64, 64).')
   # Tuples keep the module hashable/comparable (gin may hand over lists).
   return MLPModule(layer_widths=tuple(int(w) for w in layer_widths),
                    activation_fn=activation_fn,

@@ -45,6 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rl import ranges
 from rl.configurables import configurable
 from rl.errors import ConfigError
 
@@ -279,16 +280,19 @@ def _gae_every_row_core(rewards, values, dones, mask, follows, gamma, lambda_, m
   return total * mask
 
 
-@configurable("monte_carlo")
+# What the trainers pass every estimator themselves (a binding of it is refused: rl.overridden).
+_SET_BY_TRAINER = {'gamma': 'RLTask.gamma', 'margin': "the trainer's added_policy_slice_length"}
+
+
+@configurable("monte_carlo", set_by_caller=_SET_BY_TRAINER)
 def monte_carlo(gamma, margin):
   """A_t = G_t - V_t with the stored (non-bootstrapped) returns.
 
   Args:
     gamma: unused: the stored returns are discounted with RLTask.gamma
       already (passed by the trainer).
-    margin: rows after the trained ones that the estimates look ahead
-      through (passed by the trainer: its added_policy_slice_length, or
-      DQN's max_slice_length - 1).
+    margin: rows after the trained ones that the estimates look ahead through (passed by
+      the trainer: its added_policy_slice_length, or DQN's max_slice_length - 1).
   """
   del gamma  # The returns were already discounted when they were stored.
   margin = _check_margin(margin)
@@ -297,53 +301,49 @@ def monte_carlo(gamma, margin):
                    bootstrap_row=functools.partial(_no_bootstrap_row_core, margin=margin))
 
 
-@configurable("td_k")
+@configurable("td_k", set_by_caller=_SET_BY_TRAINER)
 def td_k(gamma, margin):
   """k-step TD advantage with k = margin (cut short by termination or a mask-0 row).
 
   Args:
-    gamma: the discount factor (passed by the trainer: RLTask.gamma; bind
-      that instead).
-    margin: rows after the trained ones that the estimates look ahead
-      through (passed by the trainer: its added_policy_slice_length, or
-      DQN's max_slice_length - 1).
+    gamma: the discount factor (passed by the trainer: RLTask.gamma; bind that instead).
+    margin: rows after the trained ones that the estimates look ahead through (passed by
+      the trainer: its added_policy_slice_length, or DQN's max_slice_length - 1).
   """
   margin = _check_margin(margin)
   return Estimator('td_k', functools.partial(_td_k_core, gamma=gamma, margin=margin), margin,
                    bootstrap_row=functools.partial(_td_k_bootstrap_row_core, margin=margin))
 
 
-@configurable("td_lambda")
+@configurable("td_lambda", set_by_caller=_SET_BY_TRAINER)
 def td_lambda(gamma, margin, lambda_=0.95):
   """TD(lambda) advantage: lambda-returns G_t minus V_t, with G_{L-1} = V_{L-1}.
 
   Args:
-    gamma: the discount factor (passed by the trainer: RLTask.gamma; bind
-      that instead).
-    margin: rows after the trained ones that the estimates look ahead
-      through (passed by the trainer: its added_policy_slice_length, or
-      DQN's max_slice_length - 1).
+    gamma: the discount factor (passed by the trainer: RLTask.gamma; bind that instead).
+    margin: rows after the trained ones that the estimates look ahead through (passed by
+      the trainer: its added_policy_slice_length, or DQN's max_slice_length - 1).
     lambda_: weight of the longer look-ahead, in [0, 1]: 0 gives one-step
       TD errors, 1 Monte-Carlo returns bootstrapped at the margin.
   """
+  ranges.in_range('td_lambda.lambda_', lambda_, low=0, high=1)
   margin = _check_margin(margin)
   return Estimator('td_lambda', functools.partial(_td_lambda_core, gamma=gamma, lambda_=lambda_,
                                       margin=margin), margin)
 
 
-@configurable("gae")
+@configurable("gae", set_by_caller=_SET_BY_TRAINER)
 def gae(gamma, margin, lambda_=0.95):
   """Generalised advantage estimation; equals td_lambda with the same lambda_.
 
   Args:
-    gamma: the discount factor (passed by the trainer: RLTask.gamma; bind
-      that instead).
-    margin: rows after the trained ones that the estimates look ahead
-      through (passed by the trainer: its added_policy_slice_length, or
-      DQN's max_slice_length - 1).
+    gamma: the discount factor (passed by the trainer: RLTask.gamma; bind that instead).
+    margin: rows after the trained ones that the estimates look ahead through (passed by
+      the trainer: its added_policy_slice_length, or DQN's max_slice_length - 1).
     lambda_: weight of the longer look-ahead, in [0, 1]: 0 gives one-step
       TD errors, 1 Monte-Carlo returns bootstrapped at the margin.
   """
+  ranges.in_range('gae.lambda_', lambda_, low=0, high=1)
   margin = _check_margin(margin)
   settings = dict(gamma=gamma, lambda_=lambda_, margin=margin)
   return Estimator('gae', functools.partial(_gae_core, **settings), margin,

@@ -13,6 +13,7 @@ from typing import Callable
 import jax.numpy as jnp
 import optax
 
+from rl import ranges
 from rl.configurables import configurable
 from rl.errors import ConfigError
 
@@ -89,6 +90,13 @@ def multifactor(
       raised here, at construction, so a typo in a gin file fails when the
       agent is built instead of at its first training step.
   """
+  # Rates are not negative; the periods divide the step.
+  for param, value in (('constant', constant), ('second_constant', second_constant),
+                       ('minimum', minimum)):
+    ranges.in_range(f'multifactor.{param}', value, low=0)
+  ranges.in_range('multifactor.decay_factor', decay_factor, low=0, low_open=True)
+  ranges.in_range('multifactor.steps_per_decay', steps_per_decay, low=1)
+  ranges.in_range('multifactor.steps_per_cycle', steps_per_cycle, low=1)
   names = [name.strip() for name in factors.split('*')]
   for name in names:
     if name not in VALID_FACTORS:

@@ -16,11 +16,34 @@ write e.g. ``PolicyGradientTrainer.optimizer = @Adam`` and
 
 import optax
 
+from rl import ranges
 from rl.configurables import configurable
 from rl.errors import ConfigError
 
 
-@configurable
+def _schedules(operative):
+  """What sets an optimizer's learning rate: the run's lr schedule bindings, in words.
+
+  `operative`: the run's operative bindings ({'PPO.policy_lr_schedule':
+  '@policy/multifactor', ...}); an unset schedule is the plain @multifactor.
+  """
+  bound = {k: v for k, v in operative.items() if k.endswith('lr_schedule')}
+  names = [v[1:] if v.startswith('@') else 'multifactor' for v in bound.values()] or [
+      'multifactor']
+  listed = f" ({', '.join(f'{k} = {v}' for k, v in bound.items())})" if bound else ''
+  return f'the learning-rate schedule{listed}, e.g. {names[0]}.constant'
+
+
+# The trainers build every optimizer with their schedule: optimizer(learning_rate=schedule).
+_SET_BY_TRAINER = {'learning_rate': _schedules}
+
+
+def _check_rate(name, learning_rate):
+  """A learning rate given as a number (not a schedule) must be positive."""
+  ranges.in_range(f'{name}.learning_rate', learning_rate, low=0, low_open=True)
+
+
+@configurable(set_by_caller=_SET_BY_TRAINER)
 def Adam(  # pylint: disable=invalid-name  # the name configs refer to
     learning_rate=1e-4,
     weight_decay_rate=1e-5,
@@ -55,6 +78,11 @@ def Adam(  # pylint: disable=invalid-name  # the name configs refer to
     An ``optax.GradientTransformation``; ``update`` needs ``params`` unless
     ``weight_decay_rate`` is 0.
   """
+  _check_rate('Adam', learning_rate)
+  ranges.in_range('Adam.weight_decay_rate', weight_decay_rate, low=0, high=1, high_open=True)
+  ranges.in_range('Adam.b1', b1, low=0, high=1, high_open=True)
+  ranges.in_range('Adam.b2', b2, low=0, high=1, high_open=True)
+  ranges.in_range('Adam.eps', eps, low=0)
   steps = [
       *_clipping(clip_grad_norm),
       optax.scale_by_adam(b1=b1, b2=b2, eps=eps),
@@ -70,7 +98,7 @@ def Adam(  # pylint: disable=invalid-name  # the name configs refer to
   return optax.chain(*steps)
 
 
-@configurable
+@configurable(set_by_caller=_SET_BY_TRAINER)
 def RMSProp(  # pylint: disable=invalid-name  # the name configs refer to
     learning_rate=1e-3,
     gamma=0.9,
@@ -94,6 +122,9 @@ def RMSProp(  # pylint: disable=invalid-name  # the name configs refer to
   Returns:
     An ``optax.GradientTransformation``.
   """
+  _check_rate('RMSProp', learning_rate)
+  ranges.in_range('RMSProp.gamma', gamma, low=0, high=1)
+  ranges.in_range('RMSProp.eps', eps, low=0)
   return optax.chain(
       *_clipping(clip_grad_norm),
       optax.scale_by_rms(
@@ -102,7 +133,7 @@ def RMSProp(  # pylint: disable=invalid-name  # the name configs refer to
   )
 
 
-@configurable
+@configurable(set_by_caller=_SET_BY_TRAINER)
 def SGD(  # pylint: disable=invalid-name  # the name configs refer to
     learning_rate=1e-2,
     momentum=0.0,
@@ -127,6 +158,8 @@ def SGD(  # pylint: disable=invalid-name  # the name configs refer to
   Returns:
     An ``optax.GradientTransformation``.
   """
+  _check_rate('SGD', learning_rate)
+  ranges.in_range('SGD.momentum', momentum, low=0, high=1)
   return optax.chain(
       *_clipping(clip_grad_norm),
       optax.sgd(
