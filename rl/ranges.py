@@ -37,7 +37,9 @@ def in_range(binding, value, low=None, high=None, low_open=False, high_open=Fals
   binding = f'{scope}/{binding}' if scope and '/' not in binding else binding
   allowed = range_text(low, high, low_open, high_open)
   example = _default(binding)
-  example = example if _inside(example, low, high, low_open, high_open) else None
+  if not _inside(example, low, high, low_open, high_open):
+    # A parameter whose default is None (set from others): its range's closed end.
+    example = low if low is not None and not low_open else None
   raise ConfigError(f'{binding} = {value!r} is out of range: it must be {allowed}'
                     + (f' ({why})' if why else '')
                     + f'; bind a value {allowed}' + (f', e.g. {binding} = {example!r}.'

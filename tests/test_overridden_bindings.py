@@ -50,12 +50,12 @@ def test_an_estimators_inputs_are_refused_naming_what_sets_them(tmp_path, bindin
   assert not out.exists()
 
 
-@configurables.configurable('overridden_test_inner')
+@gin.configurable('overridden_test_inner')
 def _inner(rate=1.0, width=2):
   return rate, width
 
 
-@configurables.configurable('overridden_test_outer')
+@gin.configurable('overridden_test_outer')
 def _outer(inner=_inner):
   return inner(rate=0.25)  # passes rate itself, as the trainers pass an optimizer's rate
 
@@ -94,14 +94,14 @@ def test_an_unscoped_binding_reaches_a_scoped_call_and_is_neither_unused_nor_ove
     gin.clear_config()
 
 
-@configurables.configurable('overridden_test_base')
+@gin.configurable('overridden_test_base')
 class _Base:
 
   def __init__(self, size=1):
     self.size = size
 
 
-@configurables.configurable('overridden_test_sub')
+@gin.configurable('overridden_test_sub')
 class _Sub(_Base):
 
   def __init__(self, extra=0, **kwargs):

@@ -94,12 +94,12 @@ def test_range_ends_open_and_closed():
   assert ranges.range_text(None, 1, high_open=True) == '< 1'
 
 
-@configurables.configurable('ranges_test_inner')
+@gin.configurable('ranges_test_inner')
 def _inner(widths=3):
   return len(widths)
 
 
-@configurables.configurable('ranges_test_outer')
+@gin.configurable('ranges_test_outer')
 def _outer(inner=_inner):
   return inner()
 
