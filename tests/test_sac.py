@@ -18,20 +18,21 @@ import pytest
 from rl import experiment as run_lib
 from rl.algorithms import off_policy
 from rl.algorithms import sac
-from rl.data.checkpoints import Checkpointer
 from rl.envs.task import RLTask
 from rl.learner.fused_epoch import variables_of
-from rl.metrics import read_metrics
 from rl.ops import advantages
 from rl.ops.distributions import TanhGaussian
 from rl.optim import optimizers
+from off_policy_helpers import TwinLinearCritic
+from off_policy_helpers import assert_refused_in_one_line
+from off_policy_helpers import assert_trees_close
+from off_policy_helpers import batch_of
+from off_policy_helpers import moved_toward
+from off_policy_helpers import pendulum_transitions
+from off_policy_helpers import sgd_step
+from off_policy_helpers import twin_critic_mse
+from off_policy_helpers import two_epochs_resumed_and_in_one_go
 from run_helpers import ROOT
-from run_helpers import assert_one_line_error
-from run_helpers import cli
-from run_helpers import one_epoch_then_a_resumed_one
-from run_helpers import without_timing
-from transition_helpers import pendulum_transitions
-from value_trainer_helpers import trees_equal
 
 CONFIG = os.path.join(ROOT, 'configs', 'sac_pendulum.gin')
 JAX_CONFIG = os.path.join(ROOT, 'configs', 'sac_pendulum_jax.gin')
@@ -84,25 +85,6 @@ class LinearActor:
     return jnp.concatenate([mean, jnp.zeros_like(mean)], axis=-1)
 
 
-class TwinLinearCritic:
-  """Q_i(s, a) = w_i s + a, stacked [2, B, L]."""
-
-  def apply(self, variables, obs, action):
-    w = variables['params']['w']
-    return jnp.stack([w[i] * obs[..., 0] + action[..., 0] for i in range(2)])
-
-
-def batch_of(observation, action, reward, done, mask):
-  """Transitions of 2-row slices, 1-d observations and actions."""
-  def array(x, trailing=False):
-    x = np.asarray(x, np.float32)
-    return x[..., None] if trailing else x
-  return off_policy.transitions({'observation': array(observation, True),
-                          'action': array(action, True), 'reward': array(reward),
-                          'return_': np.zeros_like(array(reward)), 'done': array(done),
-                          'mask': array(mask)})
-
-
 def test_soft_td_targets_by_hand():
   # a' = 0 (mean 0, noise 0), log pi(a') = -0.1120857. s' = 1: min(2 * 1, 3 * 1) = 2;
   # V = 2 - 0.5 * log pi = 2.0560429; y = 1 + 0.9 * 2.0560429 = 2.8504386. The second
@@ -115,13 +97,13 @@ def test_soft_td_targets_by_hand():
   np.testing.assert_allclose(y, [[2.8504386], [0.5]], rtol=1e-6)
 
 
-def test_critic_loss_by_hand():
+def test_twin_critic_loss_by_hand():
   # First rows s = 0.5 and 1, a = 1 and -1: Q1 = 2 s + a = 2 and 1, Q2 = 3 s + a = 2.5 and 2.
   # The second slice is padding; the first's errors against y = 1: 1^2 + 1.5^2 = 3.25.
   batch = batch_of([[0.5, 0.0], [1.0, 0.0]], [[1.0, 0.0], [-1.0, 0.0]], np.zeros((2, 2)),
                    np.zeros((2, 2)), [[1.0, 1.0], [0.0, 0.0]])
-  loss, metrics = sac.critic_loss(TwinLinearCritic(), {'params': {'w': jnp.array([2.0, 3.0])}},
-                                  batch, np.array([[1.0], [2.0]]))
+  loss, metrics = off_policy.twin_critic_loss(
+      TwinLinearCritic(), {'params': {'w': jnp.array([2.0, 3.0])}}, batch, np.array([[1.0], [2.0]]))
   assert float(loss) == pytest.approx(3.25)
   assert float(metrics['q_mean']) == pytest.approx(2.25)  # (2 + 2.5) / 2
 
@@ -186,12 +168,9 @@ def test_a_step_trains_critics_actor_and_temperature_as_jax_grad_does():
   next_q = jnp.min(critic.apply({'params': targets['critic']}, obs[:, 1:], next_a), axis=0)
   y = rows['reward'][:, 0] + GAMMA * (1 - rows['done'][:, 0]) * (next_q - alpha * next_log_pi)[:, 0]
 
-  def critic_loss(params):
-    q = critic.apply({'params': params}, obs[:, :1], action[:, :1])[:, :, 0]
-    return jnp.mean((q[0] - y) ** 2) + jnp.mean((q[1] - y) ** 2)
+  critic_loss = twin_critic_mse(critic, obs, action, y)
   critic_params = state.nets['critic']['params']
-  new_critic = jax.tree_util.tree_map(lambda p, g: p - LR * g, critic_params,
-                                      jax.grad(critic_loss)(critic_params))
+  new_critic = sgd_step(critic_loss, critic_params, LR)
 
   def actor_loss(params):
     a, log_pi = dist.sample_with_log_prob(actor.apply({'params': params}, obs[:, :1]), noise)
@@ -202,14 +181,10 @@ def test_a_step_trains_critics_actor_and_temperature_as_jax_grad_does():
   # d/d log alpha of log alpha (H - H_target) is H - H_target, with H_target = -1 (1 action dim).
   new_log_alpha = math.log(alpha) - LR * (float(entropy) + 1.0)
 
-  def close(a, b):
-    jax.tree_util.tree_map(lambda x, y: np.testing.assert_allclose(x, y, atol=1e-6, rtol=1e-5),
-                           a, b)
-  close(nets['critic']['params'], new_critic)
-  close(nets['actor']['params'], new_actor)
-  close(nets['alpha']['params']['log_alpha'], new_log_alpha)
-  close(new_targets, {'critic': jax.tree_util.tree_map(lambda t, p: (1 - TAU) * t + TAU * p,
-                                                        targets['critic'], new_critic)})
+  assert_trees_close(nets['critic']['params'], new_critic)
+  assert_trees_close(nets['actor']['params'], new_actor)
+  assert_trees_close(nets['alpha']['params']['log_alpha'], new_log_alpha)
+  assert_trees_close(new_targets, {'critic': moved_toward(targets['critic'], new_critic, TAU)})
   assert float(steps['critic'].loss) == pytest.approx(float(critic_loss(critic_params)), rel=1e-5)
   assert float(steps['actor'].loss) == pytest.approx(float(actor_value), rel=1e-5)
   assert {name: int(net['step']) for name, net in nets.items()} == {
@@ -219,58 +194,25 @@ def test_a_step_trains_critics_actor_and_temperature_as_jax_grad_does():
                          critic_params['q1']['Dense_0']['kernel'])
 
 
-# Two tiny epochs: the first acts uniformly at random (learning_starts), the second with the
-# policy; checkpointed after each.
-TINY = ['train_rl.checkpoint_every = 1', 'SAC.n_interactions_per_epoch = 32',
-        'SAC.learning_starts = 32', 'SAC.n_eval_episodes = 1', 'SAC.eval_every = 1',
-        'SAC.train_steps_per_epoch = 4', 'SAC.batch_size = 16', 'SAC.hidden = (16,)',
-        'SAC.n_replay_epochs = 2', 'RLTask.n_envs = 2']
-
-
-def untimed(rows):
-  """The rows without their timings (each network's steps_per_second among them)."""
-  return [{k: v for k, v in row.items() if not k.endswith('steps_per_second')}
-          for row in without_timing(rows)]
-
-
-def checkpoint(folder):
-  return Checkpointer(os.path.join(folder, 'checkpoints')).restore_latest()[1]
-
-
 @pytest.mark.parametrize('config', [CONFIG, JAX_CONFIG], ids=['gymnasium', 'gymnax'])
 def test_two_epochs_resumed_are_the_two_epochs_in_one_go(tmp_path, config):
-  resumed = tmp_path / 'resumed'
-  rows = one_epoch_then_a_resumed_one(config, resumed, TINY)
-  straight = tmp_path / 'straight'
-  result = cli(f'--config_file={config}', f'--output_dir={straight}',
-               *(f'--config={b}' for b in TINY + ['train_rl.n_epochs = 2']))
-  assert result.returncode == 0, result.stderr
-  assert untimed(read_metrics(str(straight))) == untimed(rows)
+  rows, arrays = two_epochs_resumed_and_in_one_go(config, 'SAC', tmp_path)
   for row in rows:
     for name in ('critic_loss', 'actor_loss', 'alpha_loss', 'alpha', 'entropy', 'eval_return'):
       assert math.isfinite(row[name]), name
-  a, b = checkpoint(str(straight)), checkpoint(str(resumed))
-  for part in ('trainers', 'extra', 'collect'):
-    assert trees_equal(a[part], b[part]), part
-  assert set(a['trainers']) == {'actor', 'critic', 'alpha'}
-  assert set(a['extra']['targets']) == {'critic'}
+  assert set(arrays['trainers']) == {'actor', 'critic', 'alpha'}
+  assert set(arrays['extra']['targets']) == {'critic'}
 
 
 def test_a_discrete_action_space_is_refused_in_one_line(tmp_path):
-  out = tmp_path / 'run'
-  result = cli(f'--config_file={CONFIG}', f'--output_dir={out}',
-               "--config=RLTask.env = 'CartPole-v1'")
-  assert_one_line_error(result, 'SAC needs a continuous (Box) action space', 'DQN')
-  assert not out.exists()
+  assert_refused_in_one_line(CONFIG, "RLTask.env = 'CartPole-v1'", tmp_path,
+                             'SAC needs a continuous (Box) action space', 'DQN')
 
 
 def test_a_batch_larger_than_the_replay_is_refused_in_one_line(tmp_path):
-  out = tmp_path / 'run'
-  result = cli(f'--config_file={CONFIG}', f'--output_dir={out}',
-               '--config=SAC.batch_size = 30000')
-  assert_one_line_error(result, 'SAC.batch_size (30000) is more than the replay holds',
-                        '(100) x n_interactions_per_epoch (200) = 20000')
-  assert not out.exists()
+  assert_refused_in_one_line(CONFIG, 'SAC.batch_size = 30000', tmp_path,
+                             'SAC.batch_size (30000) is more than the replay holds',
+                             '(100) x n_interactions_per_epoch (200) = 20000')
 
 
 @pytest.mark.slow

@@ -16,9 +16,9 @@ import pytest
 from rl.envs.task import RLTask
 from rl.learner.fused_epoch import variables_of
 from rl.optim import optimizers
+from off_policy_helpers import pendulum_transitions
 from run_helpers import ROOT
 from run_helpers import one_epoch_then_a_resumed_one
-from transition_helpers import pendulum_transitions
 
 CONFIG = os.path.join('docs', 'examples', 'ddpg_pendulum.gin')
 GAMMA, LR, TAU = 0.9, 0.05, 0.1

@@ -7,37 +7,22 @@ the just-updated critic, Q(s, mu(s)), then moves both target networks a
 fraction tau toward the trained ones. Acting adds Gaussian noise to mu(s);
 the replay keeps the last n_replay_epochs epochs of transitions.
 """
-import flax.linen as nn
 import gin
-import jax.numpy as jnp
 import numpy as np
 
 from rl.algorithms import networks
 from rl.algorithms.off_policy import Critic
+from rl.algorithms.off_policy import DeterministicActor
 from rl.algorithms.off_policy import OffPolicyTrainer
 from rl.algorithms.off_policy import polyak
 from rl.algorithms.off_policy import transitions
 from rl.learner.acting import Acting
 from rl.learner.fused_epoch import gradient_step
 from rl.learner.fused_epoch import variables_of
-from rl.nets.mlp import MLPModule
 from rl.ops import advantages
 from rl.ops.distributions import Gaussian
 from rl.ops.advantages import masked_mean
 from rl.ops.q_learning import q_targets
-
-
-class Actor(nn.Module):
-  """mu(s): an MLP, then tanh scaled to the action bounds, [B, L, *action_shape]."""
-  hidden: tuple
-  low: tuple
-  high: tuple
-
-  @nn.compact
-  def __call__(self, obs):
-    low, high = np.asarray(self.low, np.float32), np.asarray(self.high, np.float32)
-    x = nn.Dense(low.size)(MLPModule(self.hidden)(obs))
-    return (low + high) / 2 + (high - low) / 2 * jnp.tanh(x).reshape(x.shape[:2] + low.shape)
 
 
 def td_targets(actor, critic, targets, batch, estimator):
@@ -69,24 +54,19 @@ class DDPG(OffPolicyTrainer):
   Args:
     task: the RLTask.
     hidden: widths of the actor's and the critic's hidden layers.
-    actor_optimizer, critic_optimizer: optimizer factories (gin: @Adam, ...); None: @Adam.
-    actor_lr_schedule, critic_lr_schedule: learning-rate schedule factories
-      (e.g. a scoped @actor/multifactor); None: @multifactor.
     exploration_std: std of the acting noise, in units of half the action range.
-    **kwargs: OffPolicyTrainer's arguments (batch_size, train_steps_per_epoch,
-      tau, n_replay_epochs: its replay and its gradient steps) and RLTrainer's
-      (n_interactions_per_epoch, n_eval_episodes, ...).
+    **kwargs: OffPolicyTrainer's arguments (the actor's and critic's optimizers
+      and schedules, batch_size, train_steps_per_epoch, tau, n_replay_epochs:
+      its replay and its gradient steps) and RLTrainer's (n_interactions_per_epoch,
+      n_eval_episodes, ...).
   """
 
   metric_prefixes = {'actor': 'actor_', 'critic': 'critic_'}
 
-  def __init__(self, task, hidden=(64, 64), actor_optimizer=None, actor_lr_schedule=None,
-               critic_optimizer=None, critic_lr_schedule=None, exploration_std=0.1, **kwargs):
-    super().__init__(task, **kwargs)
+  def __init__(self, task, hidden=(64, 64), exploration_std=0.1, **kwargs):
+    super().__init__(task, hidden=hidden, **kwargs)
     space = task.action_space
-    self.hidden, self.low, self.high = tuple(hidden), space.low, space.high
-    self.optimizers = ((actor_optimizer, actor_lr_schedule),
-                       (critic_optimizer, critic_lr_schedule))
+    self.low, self.high = space.low, space.high
     half_range = float(np.mean(space.high - space.low)) / 2
     self.dist = Gaussian(space.shape, std=exploration_std * half_range)
     self.estimator = advantages.td_k(gamma=task.gamma, margin=1)
@@ -95,11 +75,12 @@ class DDPG(OffPolicyTrainer):
   def build_networks(self):
     obs = networks.example_observation(self.task)
     action = np.zeros((1, 1) + self.task.action_space.shape, np.float32)
-    actor = Actor(self.hidden, tuple(self.low.tolist()), tuple(self.high.tolist()))
-    self.actor_net = networks.build_network(self.task, actor, *self.optimizers[0], 'actor_loss',
-                                            (obs,))
-    self.critic_net = networks.build_network(self.task, Critic(self.hidden), *self.optimizers[1],
-                                             'critic_loss', (obs, action), seed_offset=1)
+    actor = DeterministicActor(self.hidden, tuple(self.low.tolist()), tuple(self.high.tolist()))
+    self.actor_net = networks.build_network(self.task, actor, *self.optimizers['actor'],
+                                            'actor_loss', (obs,))
+    self.critic_net = networks.build_network(self.task, Critic(self.hidden),
+                                             *self.optimizers['critic'], 'critic_loss',
+                                             (obs, action), seed_offset=1)
     return {'actor': self.actor_net, 'critic': self.critic_net}, Acting('actor', self.dist)
 
   def train_step(self, carry, rows, key):

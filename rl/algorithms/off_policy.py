@@ -1,18 +1,20 @@
 """What the off-policy continuous-control trainers share: replay, critics, target networks.
 
-OffPolicyTrainer is the base of SAC (rl/algorithms/sac.py) and of the DDPG
-example (docs/examples/ddpg.py): its replay keeps the last n_replay_epochs
-epochs of transitions, and an epoch's update is train_steps_per_epoch calls
-of the subclass's `train_step(carry, rows, key)` on minibatches of 2-row
-slices (s_t, a_t, r_t and the row after), with the carry (the networks,
-their target parameters) threaded through `fused_epoch`. The target
-parameters live in `state.extra['targets']`, so checkpoints hold them.
+OffPolicyTrainer is the base of SAC (rl/algorithms/sac.py), TD3
+(rl/algorithms/td3.py) and the DDPG example (docs/examples/ddpg.py): its
+replay keeps the last n_replay_epochs epochs of transitions, and an epoch's
+update is train_steps_per_epoch calls of the subclass's `train_step(carry,
+rows, key)` on minibatches of 2-row slices (s_t, a_t, r_t and the row
+after), with the carry (the networks, their target parameters) threaded
+through `fused_epoch`. The target parameters live in
+`state.extra['targets']`, so checkpoints hold them.
 """
 from typing import NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from rl.data import slices
@@ -20,6 +22,8 @@ from rl.errors import ConfigError
 from rl.learner.fused_epoch import fused_epoch
 from rl.learner.trainer import RLTrainer
 from rl.nets.mlp import MLPModule
+from rl.ops.advantages import masked_mean
+from rl.ops.q_learning import q_targets
 
 # The trainers that act in discrete action spaces, for the error message.
 _DISCRETE_TRAINERS = 'DQN, DoubleDQN, PPO or A2C'
@@ -65,6 +69,37 @@ class TwinCritic(nn.Module):
     return jnp.stack([Critic(self.hidden, name=f'q{i}')(obs, action) for i in (1, 2)])
 
 
+class DeterministicActor(nn.Module):
+  """mu(s): an MLP, then tanh scaled to the action bounds, [B, L, *action_shape]."""
+  hidden: tuple
+  low: tuple
+  high: tuple
+
+  @nn.compact
+  def __call__(self, obs):
+    low, high = np.asarray(self.low, np.float32), np.asarray(self.high, np.float32)
+    x = nn.Dense(low.size)(MLPModule(self.hidden)(obs))
+    return (low + high) / 2 + (high - low) / 2 * jnp.tanh(x).reshape(x.shape[:2] + low.shape)
+
+
+def bootstrapped_targets(estimator, batch, next_values):
+  """y [B, 1] of the first rows from `next_values` [B, 1], the values of the rows after them.
+
+  The first rows' own values are zeros, so y is exactly r + gamma V(s_t+1) (no
+  bootstrap past a termination; the estimator, td_k, adds and subtracts them).
+  """
+  values = jnp.concatenate([jnp.zeros_like(next_values), next_values], axis=1)
+  return q_targets(estimator, batch.reward, batch.return_, values, batch.done, batch.mask)
+
+
+def twin_critic_loss(critic, variables, batch, targets):
+  """The twin critics' squared TD errors on the real first rows, summed over the two."""
+  q = critic.apply(variables, batch.observation[:, :1], batch.action[:, :1])  # [2, B, 1]
+  mask = batch.mask[:, :1]
+  loss = masked_mean((q[0] - targets) ** 2, mask) + masked_mean((q[1] - targets) ** 2, mask)
+  return loss, {'critic_loss': loss, 'q_mean': masked_mean(jnp.mean(q, axis=0), mask)}
+
+
 def polyak(targets, nets, tau):
   """Each target's parameters moved a fraction tau toward its network's."""
   return {name: optax.incremental_update(nets[name]['params'], target, tau)
@@ -80,19 +115,31 @@ class OffPolicyTrainer(RLTrainer):
 
   Args:
     task: the RLTask.
+    hidden: widths of the hidden layers of the actor and of each critic.
+    actor_optimizer: the actor's optimizer factory (gin: @Adam, ...); None: @Adam.
+    actor_lr_schedule: the actor's learning-rate schedule factory (e.g. a scoped
+      @actor/multifactor); None: @multifactor.
+    critic_optimizer: the critics' optimizer factory (one for all); None: @Adam.
+    critic_lr_schedule: the critics' learning-rate schedule factory; None: @multifactor.
     batch_size: transitions per gradient step; at most what the replay holds
       (n_replay_epochs x n_interactions_per_epoch).
     train_steps_per_epoch: gradient steps per epoch (each steps every network once).
     tau: how far the target networks move toward the trained ones per gradient step.
     n_replay_epochs: the latest epochs of transitions the replay keeps.
+    learning_starts: env steps acted uniformly at random over the action box
+      before the policy acts (whole epochs: an epoch acts at random when the
+      env steps before it are fewer); needs n_interactions_per_epoch, and an
+      acting distribution with a `uniform` sampling argument (SAC's, TD3's).
     **kwargs: RLTrainer's arguments (n_interactions_per_epoch, n_eval_episodes, ...).
   """
 
   supports_jax_envs = True
   target_networks = ('actor', 'critic')
 
-  def __init__(self, task, batch_size=256, train_steps_per_epoch=1000, tau=0.005,
-               n_replay_epochs=1000, **kwargs):
+  def __init__(self, task, hidden=(256, 256), actor_optimizer=None, actor_lr_schedule=None,
+               critic_optimizer=None, critic_lr_schedule=None, batch_size=256,
+               train_steps_per_epoch=1000, tau=0.005, n_replay_epochs=1000, learning_starts=0,
+               **kwargs):
     name = type(self).__name__
     space = task.action_space
     if not hasattr(space, 'low'):
@@ -108,11 +155,27 @@ class OffPolicyTrainer(RLTrainer):
           f'({n_replay_epochs}) x n_interactions_per_epoch ({n_interactions}) = '
           f'{n_replay_epochs * n_interactions} transitions. Lower batch_size or raise '
           'n_replay_epochs.')
+    if learning_starts and n_interactions is None:
+      raise ConfigError(f'{name}.learning_starts counts env steps in whole epochs: set '
+                        f'{name}.n_interactions_per_epoch (or learning_starts = 0).')
+    self.hidden = tuple(int(w) for w in hidden)
+    # Each network's (optimizer factory, learning-rate schedule factory).
+    self.optimizers = {'actor': (actor_optimizer, actor_lr_schedule),
+                       'critic': (critic_optimizer, critic_lr_schedule)}
     self.batch_size, self.train_steps, self.tau = int(batch_size), int(train_steps_per_epoch), tau
     self.n_replay_epochs = int(n_replay_epochs)
+    self.learning_starts = int(learning_starts)
 
   def initial_extra(self, nets):
     return {'targets': {name: nets[name].variables['params'] for name in self.target_networks}}
+
+  def sampling_args(self, temperature, epoch):
+    """The acting distribution's `uniform`: 1 in the collection of the epochs that start before
+    learning_starts env steps; none without learning_starts."""
+    if not self.learning_starts:
+      return ()
+    before = (epoch - 1) * self.options.n_interactions < self.learning_starts
+    return (np.float32(temperature > 0 and before),)
 
   def epoch_data(self, epoch):
     del epoch

@@ -26,8 +26,10 @@ import numpy as np
 from rl.algorithms import networks
 from rl.algorithms.off_policy import OffPolicyTrainer
 from rl.algorithms.off_policy import TwinCritic
+from rl.algorithms.off_policy import bootstrapped_targets
 from rl.algorithms.off_policy import polyak
 from rl.algorithms.off_policy import transitions
+from rl.algorithms.off_policy import twin_critic_loss
 from rl.configurables import configurable
 from rl.errors import ConfigError
 from rl.learner.acting import Acting
@@ -37,7 +39,6 @@ from rl.nets.mlp import MLPModule
 from rl.ops import advantages
 from rl.ops.advantages import masked_mean
 from rl.ops.distributions import TanhGaussian
-from rl.ops.q_learning import q_targets
 
 
 class GaussianActor(nn.Module):
@@ -63,25 +64,13 @@ def soft_td_targets(dist, actor, critic, actor_variables, target_critic, batch, 
                     estimator):
   """y = r_t + gamma (min_i Q'_i(s_t+1, a') - alpha log pi(a'|s_t+1)), a' ~ pi: [B, 1].
 
-  `noise` [B, 1, *action_shape] is the standard normal draw of a'. The values
-  of the first rows are zeros, so y is exactly r + gamma V(s_t+1) (td_k adds
-  and subtracts them).
+  `noise` [B, 1, *action_shape] is the standard normal draw of a'.
   """
   next_obs = batch.observation[:, 1:]
   next_actions, next_log_probs = dist.sample_with_log_prob(
       actor.apply(actor_variables, next_obs), noise)
   next_q = jnp.min(critic.apply({'params': target_critic}, next_obs, next_actions), axis=0)
-  values = next_q - alpha * next_log_probs
-  values = jnp.concatenate([jnp.zeros_like(values), values], axis=1)
-  return q_targets(estimator, batch.reward, batch.return_, values, batch.done, batch.mask)
-
-
-def critic_loss(critic, variables, batch, targets):
-  """The twin critics' squared TD errors on the real first rows, summed over the two."""
-  q = critic.apply(variables, batch.observation[:, :1], batch.action[:, :1])  # [2, B, 1]
-  mask = batch.mask[:, :1]
-  loss = masked_mean((q[0] - targets) ** 2, mask) + masked_mean((q[1] - targets) ** 2, mask)
-  return loss, {'critic_loss': loss, 'q_mean': masked_mean(jnp.mean(q, axis=0), mask)}
+  return bootstrapped_targets(estimator, batch, next_q - alpha * next_log_probs)
 
 
 def actor_loss(dist, actor, critic, variables, critic_variables, batch, alpha, noise):
@@ -111,48 +100,31 @@ class SAC(OffPolicyTrainer):
 
   Args:
     task: the RLTask.
-    hidden: widths of the hidden layers of the actor and of each critic.
-    actor_optimizer: the actor's optimizer factory (gin: @Adam, ...); None: @Adam.
-    actor_lr_schedule: the actor's learning-rate schedule factory (e.g. a scoped
-      @actor/multifactor); None: @multifactor.
-    critic_optimizer: the twin critics' optimizer factory (one for both); None: @Adam.
-    critic_lr_schedule: the critics' learning-rate schedule factory; None: @multifactor.
     alpha_optimizer: the temperature's optimizer factory (it steps log alpha); None: @Adam.
     alpha_lr_schedule: the temperature's learning-rate schedule factory; None: @multifactor.
     initial_alpha: the entropy temperature alpha at the start, > 0.
     target_entropy: the policy entropy (nats) that alpha's step holds the policy
       at; None: -action_dim, the SAC paper's heuristic.
-    learning_starts: env steps acted uniformly at random over the action box
-      before the policy acts (whole epochs: an epoch acts at random when the
-      env steps before it are fewer); needs n_interactions_per_epoch.
     log_std_min: the lowest log-standard deviation of the policy (per dimension).
     log_std_max: the highest log-standard deviation of the policy.
-    **kwargs: OffPolicyTrainer's arguments (batch_size, train_steps_per_epoch,
-      tau, n_replay_epochs) and RLTrainer's (n_interactions_per_epoch, ...).
+    **kwargs: OffPolicyTrainer's arguments (hidden, the actor's and critics'
+      optimizers and schedules, batch_size, train_steps_per_epoch, tau,
+      n_replay_epochs, learning_starts) and RLTrainer's (n_interactions_per_epoch, ...).
   """
 
   metric_prefixes = {'actor': 'actor_', 'critic': 'critic_', 'alpha': 'alpha_'}
   target_networks = ('critic',)
 
-  def __init__(self, task, hidden=(256, 256), actor_optimizer=None, actor_lr_schedule=None,
-               critic_optimizer=None, critic_lr_schedule=None, alpha_optimizer=None,
-               alpha_lr_schedule=None, initial_alpha=1.0, target_entropy=None,
-               learning_starts=0, log_std_min=-5.0, log_std_max=2.0, **kwargs):
+  def __init__(self, task, alpha_optimizer=None, alpha_lr_schedule=None, initial_alpha=1.0,
+               target_entropy=None, log_std_min=-5.0, log_std_max=2.0, **kwargs):
     super().__init__(task, **kwargs)
     if not initial_alpha > 0:
       raise ConfigError(f'SAC.initial_alpha must be > 0, got {initial_alpha}.')
-    if learning_starts and self.options.n_interactions is None:
-      raise ConfigError('SAC.learning_starts counts env steps in whole epochs: set '
-                        'SAC.n_interactions_per_epoch (or learning_starts = 0).')
     space = task.action_space
-    self.hidden = tuple(int(w) for w in hidden)
-    self.optimizers = {'actor': (actor_optimizer, actor_lr_schedule),
-                       'critic': (critic_optimizer, critic_lr_schedule),
-                       'alpha': (alpha_optimizer, alpha_lr_schedule)}
+    self.optimizers['alpha'] = (alpha_optimizer, alpha_lr_schedule)
     self.initial_alpha = float(initial_alpha)
     self.target_entropy = float(-np.prod(space.shape) if target_entropy is None
                                 else target_entropy)
-    self.learning_starts = int(learning_starts)
     self.dist = TanhGaussian(space.shape, space.low, space.high, log_std_min, log_std_max)
     self.estimator = advantages.td_k(gamma=task.gamma, margin=1)
     self.actor_net = self.critic_net = self.alpha_net = None
@@ -171,11 +143,6 @@ class SAC(OffPolicyTrainer):
     return ({'actor': self.actor_net, 'critic': self.critic_net, 'alpha': self.alpha_net},
             Acting('actor', self.dist))
 
-  def sampling_args(self, temperature, epoch):
-    """TanhGaussian's `uniform`: 1 in the epochs that start before learning_starts env steps."""
-    before = (epoch - 1) * (self.options.n_interactions or 0) < self.learning_starts
-    return (np.float32(temperature > 0 and before),)
-
   def train_step(self, carry, rows, key):
     """Critics, then the actor through them, then the temperature, then the targets."""
     nets, targets = carry
@@ -188,7 +155,7 @@ class SAC(OffPolicyTrainer):
     y = soft_td_targets(dist, actor, critic, variables_of(nets['actor']), targets['critic'],
                         batch, alpha, jax.random.normal(next_key, noise_shape), self.estimator)
     new_critic, critic_step = gradient_step(
-        self.critic_net.tx, nets['critic'], lambda v, b: critic_loss(critic, v, b, y), batch)
+        self.critic_net.tx, nets['critic'], lambda v, b: twin_critic_loss(critic, v, b, y), batch)
     # 2. The actor, through the critics as step 1 left them.
     new_actor, actor_step = gradient_step(
         self.actor_net.tx, nets['actor'],

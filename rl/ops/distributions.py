@@ -271,6 +271,14 @@ class Gaussian(_Distribution):
     return _sum_trailing(jnp.log(stds) + _HALF_LOG_2PI_E, len(self.shape))
 
 
+def normal_and_uniform(key, shape):
+  """(standard normal, uniform [0, 1)) noise of `shape`: the randomness of one draw of a policy
+  that acts uniformly over its box before learning starts (TanhGaussian, TD3's)."""
+  normal_key, uniform_key = jax.random.split(key)
+  return (jax.random.normal(normal_key, shape, jnp.float32),
+          jax.random.uniform(uniform_key, shape, jnp.float32))
+
+
 class TanhGaussian(_Distribution):
   """A diagonal Gaussian squashed by tanh into the box [low, high]: SAC's policy.
 
@@ -321,11 +329,7 @@ class TanhGaussian(_Distribution):
     return centre + half * jnp.tanh(self._split(dist_inputs)[0])
 
   def noise(self, key, batch_shape):
-    """(standard normal noise, uniform [0, 1) noise), each [*batch_shape, *shape]."""
-    normal_key, uniform_key = jax.random.split(key)
-    shape = tuple(batch_shape) + self.shape
-    return (jax.random.normal(normal_key, shape, jnp.float32),
-            jax.random.uniform(uniform_key, shape, jnp.float32))
+    return normal_and_uniform(key, tuple(batch_shape) + self.shape)
 
   def sample(self, dist_inputs, key, temperature=1.0, uniform=0.0):
     """Actions at `temperature` (0: the mode); uniform over the box where `uniform` is 1."""
