@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rl import experiment as run_lib
 from rl.algorithms import off_policy
 from rl.data.checkpoints import Checkpointer
 from rl.metrics import read_metrics
@@ -114,3 +115,12 @@ def assert_refused_in_one_line(config, binding, tmp_path, *needles):
   result = cli(f'--config_file={config}', f'--output_dir={out}', f'--config={binding}')
   assert_one_line_error(result, *needles)
   assert not out.exists()
+
+
+def assert_learns_pendulum(config, seed, tmp_path):
+  """`config` reaches a greedy eval of -200 or better within its 20,000 env steps (the run
+  stops at its first such eval)."""
+  trainer = run_lib.execute([config], ['train_rl.stop_at_return = -200'], str(tmp_path / 'run'),
+                            seed=seed)
+  evals = [(r['env_steps'], r['eval_return']) for r in trainer.history if 'eval_return' in r]
+  assert evals and evals[-1][0] <= 20_000 and evals[-1][1] >= -200, evals

@@ -15,7 +15,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rl import experiment as run_lib
 from rl.algorithms import off_policy
 from rl.algorithms import sac
 from rl.envs.task import RLTask
@@ -24,6 +23,7 @@ from rl.ops import advantages
 from rl.ops.distributions import TanhGaussian
 from rl.optim import optimizers
 from off_policy_helpers import TwinLinearCritic
+from off_policy_helpers import assert_learns_pendulum
 from off_policy_helpers import assert_refused_in_one_line
 from off_policy_helpers import assert_trees_close
 from off_policy_helpers import batch_of
@@ -220,7 +220,4 @@ def test_a_batch_larger_than_the_replay_is_refused_in_one_line(tmp_path):
 @pytest.mark.parametrize('seed', [0, 1, 2])
 def test_sac_learns_pendulum_within_20k_env_steps(tmp_path, seed):
   """The shipped config: a greedy eval of -200 or better within its 20,000 env steps."""
-  trainer = run_lib.execute([CONFIG], ['train_rl.stop_at_return = -200'], str(tmp_path / 'sac'),
-                            seed=seed)
-  evals = [(r['env_steps'], r['eval_return']) for r in trainer.history if 'eval_return' in r]
-  assert evals and evals[-1][0] <= 20_000 and evals[-1][1] >= -200, evals
+  assert_learns_pendulum(CONFIG, seed, tmp_path)

@@ -6,7 +6,7 @@ out in the comments; one gradient step against the same step written with
 jax.grad, and the policy delay (the actor and the targets move on every
 second critic step only); both shipped configs for two epochs, the second
 resumed from the first's checkpoint, against the same two epochs in one go;
-a discrete action space refused in one line.
+a discrete action space refused in one line; and, marked slow, learning Pendulum.
 """
 import math
 import os
@@ -21,6 +21,7 @@ from rl.envs.task import RLTask
 from rl.ops import advantages
 from rl.optim import optimizers
 from off_policy_helpers import TwinLinearCritic
+from off_policy_helpers import assert_learns_pendulum
 from off_policy_helpers import assert_refused_in_one_line
 from off_policy_helpers import assert_trees_close
 from off_policy_helpers import batch_of
@@ -159,3 +160,11 @@ def test_two_epochs_resumed_are_the_two_epochs_in_one_go(tmp_path, config):
 def test_a_discrete_action_space_is_refused_in_one_line(tmp_path):
   assert_refused_in_one_line(CONFIG, "RLTask.env = 'CartPole-v1'", tmp_path,
                              'TD3 needs a continuous (Box) action space', 'DQN')
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures('full_optimization')
+@pytest.mark.parametrize('seed', [0, 1, 2])
+def test_td3_learns_pendulum_within_20k_env_steps(tmp_path, seed):
+  """The shipped config: a greedy eval of -200 or better within its 20,000 env steps."""
+  assert_learns_pendulum(CONFIG, seed, tmp_path)
