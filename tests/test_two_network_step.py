@@ -16,6 +16,7 @@ import pytest
 from rl.envs.task import RLTask
 from rl.learner.fused_epoch import variables_of
 from rl.optim import optimizers
+from off_policy_helpers import pendulum_transitions
 from run_helpers import ROOT
 from run_helpers import one_epoch_then_a_resumed_one
 
@@ -30,19 +31,6 @@ def ddpg(monkeypatch):
   return importlib.import_module('docs.examples.ddpg')
 
 
-def transitions(seed=0, batch=8):
-  """Random 2-row slices of Pendulum-shaped transitions; the first rows of two of them end
-  their episode (no bootstrap)."""
-  rng = np.random.default_rng(seed)
-  done = np.zeros((batch, 2), np.float32)
-  done[:2, 0] = 1.0
-  return {'observation': rng.normal(size=(batch, 2, 3)).astype(np.float32),
-          'action': rng.uniform(-2, 2, size=(batch, 2, 1)).astype(np.float32),
-          'reward': rng.normal(size=(batch, 2)).astype(np.float32),
-          'return_': np.zeros((batch, 2), np.float32),
-          'done': done, 'mask': np.ones((batch, 2), np.float32)}
-
-
 def test_a_step_trains_the_critic_then_the_actor_through_it_as_jax_grad_does(ddpg):
   task = RLTask(env='Pendulum-v1', n_envs=2, gamma=GAMMA, seed=0)
   sgd = lambda: optimizers.SGD  # noqa: E731  (a factory of the optimizer factory)
@@ -53,7 +41,7 @@ def test_a_step_trains_the_critic_then_the_actor_through_it_as_jax_grad_does(ddp
   state = trainer.learner.train_state
   # Targets unlike the networks, so that the TD targets and Polyak step are seen.
   targets = jax.tree_util.tree_map(lambda p: p * 0.5, state.extra['targets'])
-  rows = transitions()
+  rows = pendulum_transitions()
   (nets, new_targets), steps = jax.jit(trainer.train_step)(
       (state.nets, targets), rows, jax.random.PRNGKey(0))
 

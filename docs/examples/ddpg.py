@@ -7,61 +7,22 @@ the just-updated critic, Q(s, mu(s)), then moves both target networks a
 fraction tau toward the trained ones. Acting adds Gaussian noise to mu(s);
 the replay keeps the last n_replay_epochs epochs of transitions.
 """
-from typing import NamedTuple
-
-import flax.linen as nn
 import gin
-import jax
-import jax.numpy as jnp
 import numpy as np
-import optax
 
 from rl.algorithms import networks
-from rl.data import slices
+from rl.algorithms.off_policy import Critic
+from rl.algorithms.off_policy import DeterministicActor
+from rl.algorithms.off_policy import OffPolicyTrainer
+from rl.algorithms.off_policy import polyak
+from rl.algorithms.off_policy import transitions
 from rl.learner.acting import Acting
-from rl.learner.fused_epoch import fused_epoch
 from rl.learner.fused_epoch import gradient_step
 from rl.learner.fused_epoch import variables_of
-from rl.learner.trainer import RLTrainer
-from rl.nets.mlp import MLPModule
 from rl.ops import advantages
 from rl.ops.distributions import Gaussian
 from rl.ops.advantages import masked_mean
 from rl.ops.q_learning import q_targets
-
-
-class Actor(nn.Module):
-  """mu(s): an MLP, then tanh scaled to the action bounds, [B, L, *action_shape]."""
-  hidden: tuple
-  low: tuple
-  high: tuple
-
-  @nn.compact
-  def __call__(self, obs):
-    low, high = np.asarray(self.low, np.float32), np.asarray(self.high, np.float32)
-    x = nn.Dense(low.size)(MLPModule(self.hidden)(obs))
-    return (low + high) / 2 + (high - low) / 2 * jnp.tanh(x).reshape(x.shape[:2] + low.shape)
-
-
-class Critic(nn.Module):
-  """Q(s, a) [B, L]: an MLP on the observation and action joined."""
-  hidden: tuple
-
-  @nn.compact
-  def __call__(self, obs, action):
-    joined = jnp.concatenate([obs.reshape(obs.shape[:2] + (-1,)),
-                              action.reshape(action.shape[:2] + (-1,))], axis=-1)
-    return nn.Dense(1)(MLPModule(self.hidden)(joined))[..., 0]
-
-
-class Transitions(NamedTuple):
-  """Slices of 2 rows: (s_t, a_t, r_t) and the row after, which the TD target bootstraps from."""
-  observation: jax.Array  # [B, 2, ...]
-  action: jax.Array
-  reward: jax.Array
-  return_: jax.Array
-  done: jax.Array
-  mask: jax.Array
 
 
 def td_targets(actor, critic, targets, batch, estimator):
@@ -86,75 +47,47 @@ def actor_loss(actor, critic, variables, critic_variables, batch):
   return loss, {'actor_loss': loss}
 
 
-def polyak(targets, nets, tau):
-  """Each target's parameters moved a fraction tau toward its network's."""
-  return {name: optax.incremental_update(nets[name]['params'], target, tau)
-          for name, target in targets.items()}
-
-
 @gin.configurable(denylist=['task', 'output_dir'])
-class DDPG(RLTrainer):
+class DDPG(OffPolicyTrainer):
   """Deep deterministic policy gradient, for Box action spaces.
 
   Args:
     task: the RLTask.
     hidden: widths of the actor's and the critic's hidden layers.
-    actor_optimizer, critic_optimizer: optimizer factories (gin: @Adam, ...); None: @Adam.
-    actor_lr_schedule, critic_lr_schedule: learning-rate schedule factories
-      (e.g. a scoped @actor/multifactor); None: @multifactor.
-    batch_size: transitions per gradient step.
-    train_steps_per_epoch: gradient steps per epoch (each steps both networks).
-    tau: how far the target networks move toward the trained ones per step.
     exploration_std: std of the acting noise, in units of half the action range.
-    n_replay_epochs: the latest epochs of transitions the replay keeps.
-    **kwargs: RLTrainer's arguments (n_interactions_per_epoch, n_eval_episodes, ...).
+    **kwargs: OffPolicyTrainer's arguments (the actor's and critic's optimizers
+      and schedules, batch_size, train_steps_per_epoch, tau, n_replay_epochs:
+      its replay and its gradient steps) and RLTrainer's (n_interactions_per_epoch,
+      n_eval_episodes, ...).
   """
 
   metric_prefixes = {'actor': 'actor_', 'critic': 'critic_'}
 
-  def __init__(self, task, hidden=(64, 64), actor_optimizer=None, actor_lr_schedule=None,
-               critic_optimizer=None, critic_lr_schedule=None, batch_size=256,
-               train_steps_per_epoch=1000,
-               tau=0.005, exploration_std=0.1, n_replay_epochs=1000, **kwargs):
-    super().__init__(task, **kwargs)
+  def __init__(self, task, hidden=(64, 64), exploration_std=0.1, **kwargs):
+    super().__init__(task, hidden=hidden, **kwargs)
     space = task.action_space
-    self.hidden, self.low, self.high = tuple(hidden), space.low, space.high
-    self.optimizers = ((actor_optimizer, actor_lr_schedule),
-                       (critic_optimizer, critic_lr_schedule))
-    self.batch_size, self.train_steps, self.tau = batch_size, train_steps_per_epoch, tau
+    self.low, self.high = space.low, space.high
     half_range = float(np.mean(space.high - space.low)) / 2
     self.dist = Gaussian(space.shape, std=exploration_std * half_range)
-    self.n_replay_epochs = int(n_replay_epochs)
     self.estimator = advantages.td_k(gamma=task.gamma, margin=1)
     self.actor_net = self.critic_net = None
 
   def build_networks(self):
     obs = networks.example_observation(self.task)
     action = np.zeros((1, 1) + self.task.action_space.shape, np.float32)
-    actor = Actor(self.hidden, tuple(self.low.tolist()), tuple(self.high.tolist()))
-    self.actor_net = networks.build_network(self.task, actor, *self.optimizers[0], 'actor_loss',
-                                            (obs,))
-    self.critic_net = networks.build_network(self.task, Critic(self.hidden), *self.optimizers[1],
-                                             'critic_loss', (obs, action), seed_offset=1)
+    actor = DeterministicActor(self.hidden, tuple(self.low.tolist()), tuple(self.high.tolist()))
+    self.actor_net = networks.build_network(self.task, actor, *self.optimizers['actor'],
+                                            'actor_loss', (obs,))
+    self.critic_net = networks.build_network(self.task, Critic(self.hidden),
+                                             *self.optimizers['critic'], 'critic_loss',
+                                             (obs, action), seed_offset=1)
     return {'actor': self.actor_net, 'critic': self.critic_net}, Acting('actor', self.dist)
-
-  def initial_extra(self, nets):
-    return {'targets': {name: net.variables['params'] for name, net in nets.items()}}
-
-  def epoch_data(self, epoch):
-    del epoch
-    data = self.task.slice_data()
-    return data, slices.draw_table(data, 2, 1)
-
-  def draw(self, data, key):
-    data, table = data
-    return slices.draw(data, key, self.batch_size, 2, margin=1, table=table)
 
   def train_step(self, carry, rows, key):
     """Critic, then actor through the updated critic, then the targets: one minibatch."""
     del key
     nets, targets = carry
-    batch = Transitions(*(rows[field] for field in Transitions._fields))
+    batch = transitions(rows)
     actor, critic = self.actor_net.model, self.critic_net.model
     y = td_targets(actor, critic, targets, batch, self.estimator)
     new_critic, critic_step = gradient_step(
@@ -164,11 +97,3 @@ class DDPG(RLTrainer):
         lambda v, b: actor_loss(actor, critic, v, variables_of(new_critic), b), batch)
     nets = {'actor': new_actor, 'critic': new_critic}
     return (nets, polyak(targets, nets, self.tau)), {'actor': actor_step, 'critic': critic_step}
-
-  def update(self, state, data):
-    (nets, targets), key, records = fused_epoch(
-        self.train_step, (state.nets, state.extra['targets']), data, state.train_key,
-        draw=self.draw, take=slices.take_slices, n_chunks=1,
-        steps_per_chunk=self.train_steps)
-    state = state._replace(nets=nets, train_key=key, extra={'targets': targets})
-    return state, records, {}

@@ -5,6 +5,7 @@ actor_critic.py: ActorCriticTrainer, the update of ppo.py: PPO, a2c.py: A2C, awr
   and sampling_awr.py: SamplingAWR
 joint.py: ActorCriticJointTrainer, PPOJoint, A2CJoint, AWRJoint
 dqn.py: ValueAgent, DQN, DoubleDQN
+off_policy.py: OffPolicyTrainer, the base of sac.py: SAC and td3.py: TD3
 """
 from rl.algorithms.a2c import A2C
 from rl.algorithms.actor_critic import ActorCriticTrainer
@@ -19,9 +20,11 @@ from rl.algorithms.joint import PPOJoint
 from rl.algorithms.ppo import PPO
 from rl.algorithms.reinforce import PolicyGradientTrainer
 from rl.algorithms.reinforce import PolicyTrainer
+from rl.algorithms.sac import SAC
+from rl.algorithms.td3 import TD3
 from rl.algorithms.sampling_awr import SamplingAWR
 from rl.learner.trainer import RLTrainer
 
 __all__ = ['RLTrainer', 'PolicyTrainer', 'PolicyGradientTrainer', 'ActorCriticTrainer',
            'A2C', 'PPO', 'AWR', 'SamplingAWR', 'ActorCriticJointTrainer', 'PPOJoint',
-           'A2CJoint', 'AWRJoint', 'ValueAgent', 'DQN', 'DoubleDQN']
+           'A2CJoint', 'AWRJoint', 'ValueAgent', 'DQN', 'DoubleDQN', 'SAC', 'TD3']

@@ -271,6 +271,98 @@ class Gaussian(_Distribution):
     return _sum_trailing(jnp.log(stds) + _HALF_LOG_2PI_E, len(self.shape))
 
 
+def normal_and_uniform(key, shape):
+  """(standard normal, uniform [0, 1)) noise of `shape`: the randomness of one draw of a policy
+  that acts uniformly over its box before learning starts (TanhGaussian, TD3's)."""
+  normal_key, uniform_key = jax.random.split(key)
+  return (jax.random.normal(normal_key, shape, jnp.float32),
+          jax.random.uniform(uniform_key, shape, jnp.float32))
+
+
+class TanhGaussian(_Distribution):
+  """A diagonal Gaussian squashed by tanh into the box [low, high]: SAC's policy.
+
+  An action is a = mid + half * tanh(u), u ~ N(mean, std), with mid and half
+  the box's centre and half-width; the mode is mid + half * tanh(mean). The
+  inputs are the d means, then d raw log-stds mapped smoothly into
+  [log_std_min, log_std_max] (CleanRL's bound, which keeps a gradient where a
+  clip would not). The one sampling argument, `uniform` (0 or 1, traced),
+  replaces the policy's actions with uniform draws over the box: the random
+  actions before learning starts.
+  """
+
+  action_dtype = np.dtype(np.float32)
+
+  def __init__(self, shape, low, high, log_std_min=-5.0, log_std_max=2.0):
+    self.shape = tuple(int(s) for s in shape)
+    self.action_shape = self.shape
+    self.d = math.prod(self.shape)
+    self.n_inputs = 2 * self.d
+    self.low = tuple(float(x) for x in np.broadcast_to(low, self.shape).reshape(-1))
+    self.high = tuple(float(x) for x in np.broadcast_to(high, self.shape).reshape(-1))
+    if not all(math.isfinite(x) for x in self.low + self.high):
+      raise ConfigError(f"a tanh-squashed policy needs a bounded action box, got low "
+                        f"{self.low} and high {self.high}.")
+    self.log_std_range = (float(log_std_min), float(log_std_max))
+
+  def _config(self):
+    return (("shape", self.shape), ("low", self.low), ("high", self.high),
+            ("log_std_range", self.log_std_range))
+
+  def _box(self):
+    """(centre, half-width) of the box, shaped as an action."""
+    low, high = (np.asarray(b, np.float32).reshape(self.shape) for b in (self.low, self.high))
+    return (low + high) / 2, (high - low) / 2
+
+  def _split(self, dist_inputs):
+    """(means, log-stds), both batch_shape + shape."""
+    dist_inputs = jnp.asarray(dist_inputs, jnp.float32)
+    _check_n_inputs(dist_inputs, self.n_inputs, "TanhGaussian")
+    batch_shape = dist_inputs.shape[:-1]
+    means = dist_inputs[..., :self.d].reshape(batch_shape + self.shape)
+    lowest, highest = self.log_std_range
+    raw = dist_inputs[..., self.d:].reshape(batch_shape + self.shape)
+    return means, lowest + (highest - lowest) * (jnp.tanh(raw) + 1) / 2
+
+  def mode(self, dist_inputs):
+    centre, half = self._box()
+    return centre + half * jnp.tanh(self._split(dist_inputs)[0])
+
+  def noise(self, key, batch_shape):
+    return normal_and_uniform(key, tuple(batch_shape) + self.shape)
+
+  def sample(self, dist_inputs, key, temperature=1.0, uniform=0.0):
+    """Actions at `temperature` (0: the mode); uniform over the box where `uniform` is 1."""
+    noise = None if _check_temperature(temperature) else self.noise(
+        key, jnp.shape(dist_inputs)[:-1])
+    return self.sample_given(dist_inputs, noise, temperature, uniform)
+
+  def sample_given(self, dist_inputs, noise, temperature=1.0, uniform=0.0):
+    """`sample` with `noise` = self.noise(key, batch_shape) drawn already: the same actions."""
+    if _check_temperature(temperature):
+      return self.mode(dist_inputs)
+    normal, uniform_noise = noise
+    means, log_stds = self._split(dist_inputs)
+    centre, half = self._box()
+    actions = centre + half * jnp.tanh(means + temperature * jnp.exp(log_stds) * normal)
+    return jnp.where(uniform > 0, centre + half * (2 * uniform_noise - 1), actions)
+
+  def sample_with_log_prob(self, dist_inputs, normal):
+    """(actions, log pi(actions)) of the reparameterised draw u = mean + std * `normal`.
+
+    The log-density of a = mid + half * tanh(u) is that of u less
+    log(half * (1 - tanh(u)^2)) per dimension, written with
+    log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), which stays finite
+    where tanh(u) rounds to +-1.
+    """
+    means, log_stds = self._split(dist_inputs)
+    u = means + jnp.exp(log_stds) * normal
+    centre, half = self._box()
+    log_gaussian = -0.5 * jnp.square(normal) - log_stds - _HALF_LOG_2PI
+    log_det = jnp.log(half) + 2 * (math.log(2.0) - u - jax.nn.softplus(-2 * u))
+    return centre + half * jnp.tanh(u), _sum_trailing(log_gaussian - log_det, len(self.shape))
+
+
 _SUPPORTED_SPACES = "Discrete, MultiDiscrete (with equal nvec) and Box"
 
 
