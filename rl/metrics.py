@@ -25,7 +25,8 @@ METRICS_FILE = 'metrics.jsonl'
 # Wall-clock fields: they differ between otherwise identical runs.
 TIMING_KEYS = ('time_collect', 'time_eval', 'time_train', 'time_compile',
                'env_steps_per_second', 'steps_per_second', 'policy_steps_per_second',
-               'value_steps_per_second')
+               'value_steps_per_second', 'actor_steps_per_second', 'critic_steps_per_second',
+               'alpha_steps_per_second')
 
 
 def eval_key(temperature):

@@ -116,3 +116,20 @@ def test_a_type_error_deep_in_the_build_names_the_configurable_and_its_bindings(
                                'ranges_test_inner.widths = 3).')
   finally:
     gin.clear_config()
+
+
+@pytest.mark.parametrize('config, binding, message', [
+    ('sac_pendulum.gin', 'SAC.tau = 2',
+     'SAC.tau = 2 is out of range: it must be in (0, 1] (the step of the target networks toward '
+     'the trained ones); bind a value in (0, 1], e.g. SAC.tau = 0.005.'),
+    ('td3_pendulum.gin', 'TD3.policy_delay = 0',
+     'TD3.policy_delay = 0 is out of range: it must be >= 1; bind a value >= 1, e.g. '
+     'TD3.policy_delay = 2.'),
+])
+def test_off_policy_ranges_are_one_line_each(tmp_path, config, binding, message):
+  out = tmp_path / 'run'
+  with pytest.raises(ConfigError) as info:
+    experiment.execute([os.path.join(ROOT, 'configs', config)],
+                       [binding, 'train_rl.n_epochs = 1'], str(out))
+  assert str(info.value) == message
+  assert not out.exists()

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from rl import ranges
 from rl.data import slices
 from rl.errors import ConfigError
 from rl.learner.fused_epoch import fused_epoch
@@ -146,8 +147,12 @@ class OffPolicyTrainer(RLTrainer):
       raise ConfigError(f'{name} needs a continuous (Box) action space, but {task.env_name} '
                         f'has {space}. For discrete actions use {_DISCRETE_TRAINERS}.')
     super().__init__(task, **kwargs)
-    if int(n_replay_epochs) < 1:
-      raise ConfigError(f'{name}.n_replay_epochs must be >= 1, got {n_replay_epochs}.')
+    ranges.in_range(f'{name}.n_replay_epochs', n_replay_epochs, low=1)
+    ranges.in_range(f'{name}.batch_size', batch_size, low=1)
+    ranges.in_range(f'{name}.train_steps_per_epoch', train_steps_per_epoch, low=1)
+    ranges.in_range(f'{name}.tau', tau, low=0, high=1, low_open=True,
+                    why='the step of the target networks toward the trained ones')
+    ranges.in_range(f'{name}.learning_starts', learning_starts, low=0)
     n_interactions = self.options.n_interactions
     if n_interactions is not None and batch_size > n_replay_epochs * n_interactions:
       raise ConfigError(

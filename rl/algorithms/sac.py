@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rl import ranges
 from rl.algorithms import networks
 from rl.algorithms.off_policy import OffPolicyTrainer
 from rl.algorithms.off_policy import TwinCritic
@@ -31,7 +32,6 @@ from rl.algorithms.off_policy import polyak
 from rl.algorithms.off_policy import transitions
 from rl.algorithms.off_policy import twin_critic_loss
 from rl.configurables import configurable
-from rl.errors import ConfigError
 from rl.learner.acting import Acting
 from rl.learner.fused_epoch import gradient_step
 from rl.learner.fused_epoch import variables_of
@@ -118,8 +118,7 @@ class SAC(OffPolicyTrainer):
   def __init__(self, task, alpha_optimizer=None, alpha_lr_schedule=None, initial_alpha=1.0,
                target_entropy=None, log_std_min=-5.0, log_std_max=2.0, **kwargs):
     super().__init__(task, **kwargs)
-    if not initial_alpha > 0:
-      raise ConfigError(f'SAC.initial_alpha must be > 0, got {initial_alpha}.')
+    ranges.in_range('SAC.initial_alpha', initial_alpha, low=0, low_open=True)
     space = task.action_space
     self.optimizers['alpha'] = (alpha_optimizer, alpha_lr_schedule)
     self.initial_alpha = float(initial_alpha)

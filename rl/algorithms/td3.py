@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rl import ranges
 from rl.algorithms import networks
 from rl.algorithms.off_policy import DeterministicActor
 from rl.algorithms.off_policy import OffPolicyTrainer
@@ -119,8 +120,10 @@ class TD3(OffPolicyTrainer):
   def __init__(self, task, exploration_std=0.1, target_policy_noise=0.2, target_noise_clip=0.5,
                policy_delay=2, **kwargs):
     super().__init__(task, **kwargs)
-    if int(policy_delay) < 1:
-      raise ConfigError(f'TD3.policy_delay must be >= 1 critic step, got {policy_delay}.')
+    ranges.in_range('TD3.policy_delay', policy_delay, low=1)
+    ranges.in_range('TD3.exploration_std', exploration_std, low=0)
+    ranges.in_range('TD3.target_policy_noise', target_policy_noise, low=0)
+    ranges.in_range('TD3.target_noise_clip', target_noise_clip, low=0)
     space = task.action_space
     if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
       raise ConfigError(f'TD3 needs a bounded action box, but {task.env_name} has {space}.')
