@@ -19,8 +19,11 @@ from rl.configurables import configurable
 # The options of each choice of `configure`; they are passed to every
 # compilation (`jax.jit(..., compiler_options=...)`) and so also enter the
 # persistent compilation cache's keys.
+# Both choices name the emitters, so XLA_FLAGS in the environment (the test
+# suite compiles its own small programs with the elemental emitters) cannot
+# change what a config's programs compile to.
 FAST_COMPILE_OPTIONS = {'xla_cpu_use_fusion_emitters': False}
-FAST_RUN_OPTIONS = {}
+FAST_RUN_OPTIONS = {'xla_cpu_use_fusion_emitters': True}
 
 # The options programs are compiled with now (set by `configure`), and the
 # same as a hashable key, made once here rather than at every call of the

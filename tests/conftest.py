@@ -11,8 +11,11 @@ The suite's programs compile without most of XLA's optimisation passes
 (JAX_DISABLE_MOST_OPTIMIZATIONS, in the environment before JAX is imported, so
 the processes the tests start inherit it): its models are tiny and its runs
 short, so compiling is most of a test's time, and skipping the passes takes a
-third to a half of it off the JAX-native tests (tests/README.md). Every
-comparison of numbers in the suite is between programs compiled alike. The
+third to a half of it off the JAX-native tests (tests/README.md); and the
+programs the suite compiles itself, outside rl.compiler.jit, use XLA's
+elemental CPU emitters, as the runner's programs do by default
+(compiler.fast_compile). Every comparison of numbers in the suite is between
+programs compiled alike. The
 real learning tests and the seed-batch check compile as users' runs do
 (`full_optimization`).
 """
@@ -22,6 +25,11 @@ import tempfile
 
 # Before anything imports JAX, which reads it then.
 os.environ['JAX_DISABLE_MOST_OPTIMIZATIONS'] = 'true'
+# XLA's elemental CPU emitters for every program not compiled by rl.compiler.jit
+# (which names the emitters its config binds): the tests' own jitted and
+# op-by-op computations compile in about two thirds of the time.
+os.environ['XLA_FLAGS'] = ' '.join(
+    [os.environ.get('XLA_FLAGS', ''), '--xla_cpu_use_fusion_emitters=false']).strip()
 
 import gin
 import gymnasium as gym

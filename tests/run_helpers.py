@@ -25,6 +25,14 @@ TINY_WITHOUT_ENVS = ['train_rl.n_epochs = 3', 'train_rl.checkpoint_every = 1',
                      'PolicyGradientTrainer.batch_size = 64',
                      'PolicyGradientTrainer.n_eval_episodes = 2']
 TINY = TINY_WITHOUT_ENVS[:2] + ['RLTask.n_envs = 4'] + TINY_WITHOUT_ENVS[2:]
+# The shipped JAX-native PPO config with a small epoch. The JAX-native tests that train it
+# through the runner bind these sizes alike (and only epoch counts, evaluation and checkpoint
+# periods of their own), so its programs compile once per suite and the other tests, their
+# child processes among them, read them from the session's compilation cache.
+PPO_JAX = os.path.join(ROOT, 'configs', 'ppo_cartpole_jax.gin')
+TINY_PPO_JAX = ['PPO.n_eval_episodes = 2', 'PPO.n_interactions_per_epoch = 64',
+                'PPO.policy_batch_size = 16', 'PPO.value_batch_size = 16',
+                'PPO.policy_train_steps_per_epoch = 2', 'PPO.value_train_steps_per_epoch = 2']
 
 
 def snapshot(folder, ignore=()):

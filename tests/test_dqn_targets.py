@@ -204,14 +204,19 @@ def test_targets_from_two_rows_equal_those_from_every_row_bit_for_bit(trainer_cl
             'mask': jnp.asarray(rng.random(shape) < 0.85, jnp.float32)}
   online = trainer.learner.networks['value'].variables
   target = jax.tree_util.tree_map(lambda x: x * 1.5 + 0.1, online)
-  obs = fields['observation']
-  q_target = trainer._q_values(target, obs)
-  if trainer_class is DoubleDQN:
-    values = value.double_q_values(q_target, trainer._q_values(online, obs))
-  else:
-    values = value.greedy_values(q_target)
-  every_row = value.q_targets(advantages.td_k(task.gamma, 4), fields['reward'],
-                              fields['return_'], values, fields['done'], fields['mask'])
+  # Both sides compiled, as the trainer's targets are: op by op, XLA may round a step
+  # of the n-step sum otherwise than a compiled program does.
+  @jax.jit
+  def every_row_targets(target, online, fields):
+    obs = fields['observation']
+    q_target = trainer._q_values(target, obs)
+    if trainer_class is DoubleDQN:
+      values = value.double_q_values(q_target, trainer._q_values(online, obs))
+    else:
+      values = value.greedy_values(q_target)
+    return value.q_targets(advantages.td_k(task.gamma, 4), fields['reward'],
+                           fields['return_'], values, fields['done'], fields['mask'])
+  every_row = every_row_targets(target, online, fields)
   two_rows = jax.jit(trainer.targets)(target, online, fields)
   assert len(np.unique(np.asarray(trainer._estimator.bootstrap_row(
       fields['done'], fields['mask'])))) == 5  # every offset 0..4 occurs

@@ -21,7 +21,9 @@ from rl.algorithms import DQN
 from rl.algorithms import PPO
 from rl.algorithms import PPOJoint
 from rl.algorithms import PolicyGradientTrainer
+from run_helpers import PPO_JAX
 from run_helpers import ROOT
+from run_helpers import TINY_PPO_JAX
 from run_helpers import cli
 from run_helpers import wait_for_checkpoint
 import sweep_gate
@@ -29,7 +31,6 @@ import sweep_gate
 pytest.importorskip('gymnax')
 
 CARTPOLE = 'gymnax:CartPole-v1'
-PPO_JAX = os.path.join(ROOT, 'configs', 'ppo_cartpole_jax.gin')
 
 
 @pytest.fixture(autouse=True)
@@ -212,7 +213,7 @@ def test_the_runner_refuses_an_unknown_jax_env_in_one_line(tmp_path):
 
 FLAGS = [f'--config_file={PPO_JAX}', '--config=train_rl.n_epochs = 4',
          '--config=train_rl.checkpoint_every = 2', '--config=PPO.eval_every = 2',
-         '--config=PPO.n_eval_episodes = 2']
+         *[f'--config={b}' for b in TINY_PPO_JAX]]
 
 
 def test_sigkill_mid_run_then_resume_is_bit_exact_on_jax_native_envs(tmp_path):
@@ -259,9 +260,6 @@ def test_parse_seeds():
       parse_seeds(bad)
 
 
-SEEDS_FLAGS = [f'--config_file={PPO_JAX}', '--config=train_rl.n_epochs = 4',
-               '--config=train_rl.checkpoint_every = 2', '--config=PPO.eval_every = 2',
-               '--config=PPO.n_eval_episodes = 2']
 
 
 def test_seeds_train_together_into_ordinary_run_folders(tmp_path):
@@ -270,7 +268,7 @@ def test_seeds_train_together_into_ordinary_run_folders(tmp_path):
   from rl import report  # pylint: disable=import-outside-toplevel
   from rl import experiment as run_lib  # pylint: disable=import-outside-toplevel
   out = tmp_path / 'seeds'
-  bindings = [f[len('--config='):] for f in SEEDS_FLAGS[1:]]
+  bindings = [f[len('--config='):] for f in FLAGS[1:]]
   trainers = run_lib.execute_seeds([PPO_JAX], bindings, str(out), [0, 1])
   assert sorted(os.listdir(out)) == ['seed_0', 'seed_1'] and [t.epoch for t in trainers] == [4, 4]
 
@@ -309,7 +307,7 @@ def test_ctrl_c_during_seeds_says_where_each_seed_stopped(tmp_path, monkeypatch)
     raise KeyboardInterrupt
   # Ctrl-C arrives while the first epoch is being booked, before any checkpoint.
   monkeypatch.setattr(loop_lib.EpochLoop, 'finish', interrupt)
-  bindings = [f[len('--config='):] for f in SEEDS_FLAGS[1:]]
+  bindings = [f[len('--config='):] for f in FLAGS[1:]]
   with pytest.raises(Interrupted) as stopped:
     run_lib.execute_seeds([PPO_JAX], bindings, str(tmp_path / 'seeds'), [0, 1])
   message = str(stopped.value)

@@ -1,7 +1,7 @@
 """A seed draws the same numbers alone and in any `--seeds` batch (rl.keys, rl.seeds).
 
-Seed 3 of ppo_cartpole_jax trains for one epoch alone, in `--seeds=0-7` and in
-`--seeds=3-5`. Its initial parameters, the keys and actions of its first
+Seed 3 of ppo_cartpole_jax trains for one epoch alone, last in `--seeds=0-3` and
+first in `--seeds=3-6`. Its initial parameters, the keys and actions of its first
 epoch's collection, and its first epoch's collection and evaluation are the
 same in all three. The losses may differ in their last bits: a batch's matrix
 products add in another order than one seed's (docs/configuration.md).
@@ -71,16 +71,19 @@ def test_seed_3_is_the_same_alone_and_in_two_batches(tmp_path, recorded):
   rollouts.clear()
   initial_alone = None
 
-  for name, seeds in (('all', list(range(8))), ('some', [3, 4, 5])):
+  for name, seeds in (('last', [0, 1, 2, 3]), ('first', [3, 4, 5, 6])):
     initial.clear()
     rollouts.clear()
     trainers = run_lib.execute_seeds([PPO_JAX], BINDINGS, str(tmp_path / name), seeds)
-    # The initial parameters: each member's own, and seed 3's those of seed 3 alone.
+    # The initial parameters: each member's own, and seed 3's those of seed 3 alone. The two
+    # batches are of one size, so the second reads the first's program from the compilation
+    # cache: with every XLA pass, each program takes most of this test's time to compile.
     if initial_alone is None:
       with run_lib.prepared_run([PPO_JAX], BINDINGS, str(tmp_path / 'fresh'), SEED) as fresh:
         initial_alone = jax.device_get(fresh.learner.acting_params)
     jax.tree_util.tree_map(np.testing.assert_array_equal, initial[SEED], initial_alone)
-    assert not all(np.array_equal(a, b) for a, b in zip(jax.tree_util.tree_leaves(initial[4]),
+    other = next(seed for seed in seeds if seed != SEED)
+    assert not all(np.array_equal(a, b) for a, b in zip(jax.tree_util.tree_leaves(initial[other]),
                                                         jax.tree_util.tree_leaves(initial[SEED])))
     # The first epoch's collection: the same acting key and the same actions.
     assert len(rollouts) == len(seeds)

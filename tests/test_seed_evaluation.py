@@ -11,13 +11,14 @@ from rl.data.checkpoints import Checkpointer
 from rl.learner import loop as loop_lib
 from rl.envs.task import RLTask
 from rl.algorithms import PPO
+from run_helpers import PPO_JAX
+from run_helpers import TINY_PPO_JAX
 from test_jax_epoch_dispatch import TINY_PPO
 from test_jax_epoch_dispatch import clean_gin  # noqa: F401  (autouse: MLP.layer_widths = (8,))
 from test_jax_epoch_dispatch import compilations
 
 pytest.importorskip('gymnax')
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_seeds_evaluated_together_score_as_alone():
@@ -66,13 +67,9 @@ def test_a_seed_that_stops_in_its_batch_checkpoints_the_state_it_stopped_at(tmp_
   """Seed 1 reaches its target at epoch 2, an epoch it evaluates with its batch and that
   does not checkpoint on its own: its checkpoint holds that epoch's state, as alone."""
   bindings = ['train_rl.n_epochs = 6', 'train_rl.checkpoint_every = 5',
-              'train_rl.stop_at_return = 1', 'PPO.eval_every = 2', 'PPO.n_eval_episodes = 2',
-              'PPO.n_interactions_per_epoch = 64', 'PPO.policy_batch_size = 16',
-              'PPO.value_batch_size = 16', 'PPO.policy_train_steps_per_epoch = 2',
-              'PPO.value_train_steps_per_epoch = 2']
-  config = os.path.join(ROOT, 'configs', 'ppo_cartpole_jax.gin')
-  run_lib.execute([config], bindings, str(tmp_path / 'alone'), 1)
-  run_lib.execute_seeds([config], bindings, str(tmp_path / 'batch'), [0, 1])
+              'train_rl.stop_at_return = 1', 'PPO.eval_every = 2', *TINY_PPO_JAX]
+  run_lib.execute([PPO_JAX], bindings, str(tmp_path / 'alone'), 1)
+  run_lib.execute_seeds([PPO_JAX], bindings, str(tmp_path / 'batch'), [0, 1])
   (step, batch, _), (alone_step, alone, _) = (
       Checkpointer(os.path.join(folder, 'checkpoints')).restore_latest()
       for folder in (tmp_path / 'batch' / 'seed_1', tmp_path / 'alone'))

@@ -15,17 +15,14 @@ from rl.errors import Interrupted
 from rl.learner import loop as loop_lib
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
-from run_helpers import ROOT
+from run_helpers import PPO_JAX
+from run_helpers import TINY_PPO_JAX
 
 pytest.importorskip('gymnax')
 
-PPO_JAX = os.path.join(ROOT, 'configs', 'ppo_cartpole_jax.gin')
 # No evaluation or checkpoint before the last epoch: epochs 2-11 run as one call.
 BINDINGS = ['train_rl.n_epochs = 14', 'train_rl.checkpoint_every = 100',
-            'PPO.eval_every = 100', 'PPO.n_eval_episodes = 2',
-            'PPO.n_interactions_per_epoch = 64', 'PPO.policy_batch_size = 16',
-            'PPO.value_batch_size = 16', 'PPO.policy_train_steps_per_epoch = 2',
-            'PPO.value_train_steps_per_epoch = 2']
+            'PPO.eval_every = 100', *TINY_PPO_JAX]
 
 
 @pytest.fixture(autouse=True)
