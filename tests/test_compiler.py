@@ -2,9 +2,11 @@
 
 A program compiled without them would compute slightly different numbers
 (and compile slower), so a run's numbers would depend on which path built
-it. Each run below starts in a fresh process with the compilation cache off,
-so every program it needs is compiled there and seen by JAX's monitoring.
+it. The runs below are made one after the other in one fresh process with the
+compilation cache off, so every program they need is compiled there and seen
+by JAX's monitoring: in the run that first needs it.
 """
+import json
 import os
 import subprocess
 import sys
@@ -19,10 +21,13 @@ from run_helpers import ROOT
 
 # Records the names of the functions handed to compiler.jit (patched before
 # any rl module that builds programs at import is imported) and of every
-# program that rl's code compiles, then runs rl.run's main with the given
-# arguments (after the repository root).
+# program that rl's code compiles, then runs rl.run's main once for each
+# argument (the arguments of one run, as JSON), printing what each run built
+# and compiled. One process for all the runs: each new one costs seconds of
+# JAX import.
 PROBE = """
-import functools, os, sys, traceback
+import functools, json, os, sys, traceback
+import gin
 from jax import monitoring
 from rl import compiler
 
@@ -56,15 +61,20 @@ def on_event(event, duration, fun_name=None, **kwargs):
 compiler.jit = recording_jit
 monitoring.register_event_duration_secs_listener(on_event)
 
-from absl import app
+from absl import app, flags
 from rl import run
-sys.argv = ['rl.run'] + sys.argv[1:]
-try:
-  app.run(run.main, flags_parser=run.flags_parser('rl.run'))
-except SystemExit as e:
-  assert not e.code, e.code
-print('COMPILED', sorted(compiled))
-print('WITHOUT', sorted(compiled - built))
+for name, args in json.loads(sys.argv[1]).items():
+  # `built` is kept: functions compiler.jit made at import (in the first run) serve every run.
+  compiled.clear()
+  gin.clear_config()
+  flags.FLAGS.unparse_flags()  # each run parses its own flags from their defaults
+  sys.argv = ['rl.run'] + args
+  try:
+    app.run(run.main, flags_parser=run.flags_parser('rl.run'))
+  except SystemExit as e:
+    assert not e.code, (name, e.code)
+  print(name, 'COMPILED', json.dumps(sorted(compiled)))
+  print(name, 'WITHOUT', json.dumps(sorted(compiled - built)))
 """
 
 RUNS = {
@@ -74,22 +84,26 @@ RUNS = {
 }
 
 
-@pytest.mark.parametrize('name', sorted(RUNS))
-def test_every_program_of_a_run_is_built_with_the_compiler_options(tmp_path, name):
-  config, bindings = RUNS[name]
-  args = [f'--config_file={ROOT}/configs/{config}', f'--output_dir={tmp_path}/run',
-          '--compilation_cache_dir=off']
-  for binding in ['train_rl.n_epochs = 2'] + bindings:
-    args.append(f'--config={binding}')
-  result = subprocess.run([sys.executable, '-c', PROBE, ROOT, *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
+def test_every_program_of_a_run_is_built_with_the_compiler_options(tmp_path):
+  runs = {}
+  for name, (config, bindings) in RUNS.items():
+    runs[name] = [f'--config_file={ROOT}/configs/{config}', f'--output_dir={tmp_path}/{name}',
+                  '--compilation_cache_dir=off',
+                  *(f'--config={b}' for b in ['train_rl.n_epochs = 2'] + bindings)]
+  result = subprocess.run([sys.executable, '-c', PROBE, ROOT, json.dumps(runs)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PYTHONPATH=ROOT))
   assert result.returncode == 0, result.stderr[-3000:]
-  lines = dict(line.split(' ', 1) for line in result.stdout.splitlines()
-               if line.startswith(('COMPILED', 'WITHOUT')))
-  # The probe saw the run's programs (the epoch's among them) ...
-  assert lines['COMPILED'].count('jit(') >= 3, lines['COMPILED']
-  # ... and every one of them was built by compiler.jit.
-  assert lines['WITHOUT'] == '[]', lines
+  seen = {}
+  for line in result.stdout.splitlines():
+    parts = line.split(' ', 2)
+    if len(parts) == 3 and parts[0] in RUNS and parts[1] in ('COMPILED', 'WITHOUT'):
+      seen[parts[0], parts[1]] = json.loads(parts[2])
+  for name in RUNS:
+    # The probe saw each run's programs (the epoch's among them) ...
+    assert sum(n.count('jit(') for n in seen[name, 'COMPILED']) >= 3, (name, seen)
+    # ... and every one of them was built by compiler.jit.
+    assert seen[name, 'WITHOUT'] == [], (name, seen[name, 'WITHOUT'])
 
 
 def test_xla_accepts_the_options_and_they_keep_a_program_s_results():

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import in_process
 from rl import experiment
 from rl.metrics import read_metrics
 from run_helpers import REINFORCE
@@ -114,8 +115,7 @@ def test_n_epochs_0_sets_up_a_run_that_report_does_not_count_as_finished(tmp_pat
   assert result.returncode == 0, result.stderr
   assert 'train_rl.n_epochs = 0: nothing to train' in result.stdout
   assert 'Training is done' not in result.stdout and 'Next:' not in result.stdout
-  report = subprocess.run([sys.executable, '-m', 'rl.report', str(tmp_path / 'runs')],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+  report = in_process.run(str(tmp_path / 'runs'), program='rl.report')
   assert report.returncode == 0, report.stderr
   assert '| runs | CartPole-v1 | 0/1 | — |' in report.stdout
   assert '| empty | unfinished: no epoch trained | — |' in report.stdout

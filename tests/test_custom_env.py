@@ -10,6 +10,7 @@ from run_helpers import REINFORCE
 from run_helpers import ROOT
 from run_helpers import TINY
 from run_helpers import assert_one_line_error
+from run_helpers import cli
 
 # A module registering a tiny env: reward 1 for the action matching the sign of
 # the observation, 10 steps an episode.
@@ -58,40 +59,46 @@ def _bindings(n_epochs):
   return [f'--config={b}' for b in TINY + [f'train_rl.n_epochs = {n_epochs}']]
 
 
+# One epoch, then a resume to a second: the tests read whether the env is found
+# and the folder resumes, not what it learns.
+FIRST, RESUMED = 1, 2
+
+
 def test_module_colon_env_id_trains_and_resumes_from_its_folder(env_module):
   out = env_module / 'run'
-  first = _cli(env_module, f'--config_file={REINFORCE}', *_bindings(2),
+  first = _cli(env_module, f'--config_file={REINFORCE}', *_bindings(FIRST),
                "--config=RLTask.env = 'my_sign_env:Sign-v0'", f'--output_dir={out}')
   assert first.returncode == 0, first.stderr
   assert "RLTask.env = 'my_sign_env:Sign-v0'" in (out / 'config.gin').read_text()
   # The saved config imports the module again: the folder alone resumes.
-  resumed = _cli(env_module, f'--output_dir={out}', '--config=train_rl.n_epochs = 3')
+  resumed = _cli(env_module, f'--output_dir={out}', f'--config=train_rl.n_epochs = {RESUMED}')
   assert resumed.returncode == 0, resumed.stderr
-  assert f'Resuming {out} from epoch 2/' in resumed.stdout
-  assert (out / 'metrics.jsonl').read_text().count('\n') == 3
+  assert f'Resuming {out} from epoch {FIRST}/' in resumed.stdout
+  assert (out / 'metrics.jsonl').read_text().count('\n') == RESUMED
 
 
 def test_a_gin_import_registers_the_env_and_the_folder_resumes(env_module):
   config = env_module / 'sign.gin'
   config.write_text(f"import my_sign_env\ninclude '{REINFORCE}'\nRLTask.env = 'Sign-v0'\n")
   out = env_module / 'run'
-  first = _cli(env_module, f'--config_file={config}', *_bindings(2), f'--output_dir={out}')
+  first = _cli(env_module, f'--config_file={config}', *_bindings(FIRST), f'--output_dir={out}')
   assert first.returncode == 0, first.stderr
   assert (out / 'config.gin').read_text().startswith('import my_sign_env\n')
-  resumed = _cli(env_module, f'--output_dir={out}', '--config=train_rl.n_epochs = 3')
+  resumed = _cli(env_module, f'--output_dir={out}', f'--config=train_rl.n_epochs = {RESUMED}')
   assert resumed.returncode == 0, resumed.stderr
-  assert f'Resuming {out} from epoch 2/' in resumed.stdout
+  assert f'Resuming {out} from epoch {FIRST}/' in resumed.stdout
 
 
-def test_a_module_that_is_not_there_is_one_line(env_module):
-  out = env_module / 'run'
-  missing = _cli(env_module, f'--config_file={REINFORCE}', *_bindings(2),
-                 "--config=RLTask.env = 'not_my_module:Sign-v0'", f'--output_dir={out}')
+def test_a_module_that_is_not_there_is_one_line(tmp_path):
+  # In this process: the module is found on no path, whichever process looks.
+  out = tmp_path / 'run'
+  missing = cli(f'--config_file={REINFORCE}', *_bindings(FIRST),
+                "--config=RLTask.env = 'not_my_module:Sign-v0'", f'--output_dir={out}')
   assert_one_line_error(missing, "'not_my_module'", 'PYTHONPATH')
   assert missing.returncode == 2 and not out.exists()
   # The gymnax: prefix is no module: it still names gymnax's envs.
-  jax = _cli(env_module, f'--config_file={REINFORCE}', *_bindings(2),
-             "--config=RLTask.env = 'gymnax:NoSuchEnv-v1'", f'--output_dir={out}')
+  jax = cli(f'--config_file={REINFORCE}', *_bindings(FIRST),
+            "--config=RLTask.env = 'gymnax:NoSuchEnv-v1'", f'--output_dir={out}')
   assert_one_line_error(jax, 'gymnax')
   assert 'PYTHONPATH' not in jax.stderr
   assert not out.exists()

@@ -1,5 +1,8 @@
 """docs/parameters.md: generated from the docstrings, current, and complete."""
+import contextlib
+import importlib.util
 import inspect
+import io
 import subprocess
 import sys
 
@@ -124,8 +127,21 @@ def test_page_lists_each_configurable_with_its_defaults_and_required_parameters(
 
 
 def _doc_command(*args):
-  return subprocess.run([sys.executable, '-m', 'rl.parameters_doc', *args], cwd=ROOT,
-                        capture_output=True, text=True, timeout=120)
+  """`python -m rl.parameters_doc *args` called in this process, its output captured.
+
+  Its main reads the package's registered configurables, which are the same in
+  any process that imported rl.experiment (this one has), so a new process
+  would add seconds of imports and check nothing more.
+  """
+  stdout, stderr = io.StringIO(), io.StringIO()
+  with contextlib.chdir(ROOT), contextlib.redirect_stdout(stdout), \
+      contextlib.redirect_stderr(stderr):
+    try:
+      status = parameters_doc.main(list(args))
+    except SystemExit as e:  # argparse's errors
+      status = e.code
+  return subprocess.CompletedProcess(['rl.parameters_doc', *args], status, stdout.getvalue(),
+                                     stderr.getvalue())
 
 
 def test_check_fails_on_a_stale_page_and_writing_makes_it_current(tmp_path):
@@ -149,12 +165,18 @@ def test_an_unwritable_page_is_a_one_line_error(tmp_path):
   assert not page.parent.exists()
 
 
-def test_without_griffe_it_says_which_package_to_install():
-  # The child finds no griffe (a None entry in sys.modules makes its import fail).
-  code = ("import runpy, sys; sys.modules['griffe'] = None; "
-          "runpy.run_module('rl.parameters_doc', run_name='__main__')")
-  result = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+def test_without_griffe_it_says_which_package_to_install(monkeypatch, tmp_path):
+  # A fresh copy of the module finds no griffe (a None entry in sys.modules makes its import
+  # fail); the imported rl.parameters_doc is left as it is.
+  monkeypatch.setitem(sys.modules, 'griffe', None)
+  spec = importlib.util.find_spec('rl.parameters_doc')
+  without_griffe = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(without_griffe)
+  stderr = io.StringIO()
+  with contextlib.redirect_stderr(stderr):
+    # --check: were griffe found after all, it would write nothing.
+    status = without_griffe.main(['--check', f'--output={tmp_path / "parameters.md"}'])
+  result = subprocess.CompletedProcess([], status, '', stderr.getvalue())
   assert_one_line_error(result, 'griffe', 'pip install')
 
 

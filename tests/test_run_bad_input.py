@@ -6,13 +6,10 @@ trainer handles, a missing config file, no arguments at all, a config file
 given without --config_file, a misspelt or ill-typed flag of rl.run, and a
 misspelt flag of rl.evaluate and launch.sweep.
 """
-import subprocess
-import sys
-
 import pytest
 
+import in_process
 from run_helpers import REINFORCE
-from run_helpers import ROOT
 from run_helpers import assert_one_line_error
 from run_helpers import cli
 from run_helpers import cli_process
@@ -112,8 +109,7 @@ def test_cli_bad_flag_is_one_line_and_exit_2(tmp_path, flag, needles):
     ('launch.sweep', '--sweeep=x.yaml', 'sweep'),
 ])
 def test_misspelt_flag_of_the_other_commands_is_one_line_and_exit_2(module, flag, known):
-  result = subprocess.run([sys.executable, '-m', module, flag], cwd=ROOT, capture_output=True,
-                          text=True, timeout=240)
+  result = in_process.run(flag, program=module)
   assert_one_line_error(result, f'{module}: error:', known, '--helpshort')
   assert result.returncode == 2
 

@@ -1,5 +1,6 @@
 """`rl.run --seeds` and its folders: a limit on the count, folders made as seeds start, no nesting."""
 import os
+import shutil
 import subprocess
 import sys
 
@@ -47,9 +48,10 @@ def test_a_gymnasium_seed_gets_its_folder_when_it_starts(tmp_path):
   assert sorted(os.listdir(out)) == ['seed_0', 'seed_1', 'seed_2'], rest
 
 
-def test_seeds_on_a_single_run_folder_and_output_dir_alone_on_seeds(tmp_path):
+def test_seeds_on_a_single_run_folder_and_output_dir_alone_on_seeds(tmp_path, finished_run):
+  # A finished single run: the tiny run this worker has made already (conftest), copied.
   single = tmp_path / 'single'
-  assert cli(f'--config_file={REINFORCE}', *ONE_EPOCH, f'--output_dir={single}').returncode == 0
+  shutil.copytree(finished_run, single)
   before = snapshot(single, ignore=('.lock',))
   nested = cli(f'--config_file={REINFORCE}', *ONE_EPOCH, '--seeds=0-1', f'--output_dir={single}')
   assert_one_line_error(nested, str(single), 'holds a single run', 'another --output_dir')
