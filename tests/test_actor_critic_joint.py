@@ -170,8 +170,9 @@ def hand_slices():
 def test_per_chunk_advantages_and_targets_by_hand():
   trainer = per_chunk_trainer()
   zero_weights(trainer)  # V = 0 everywhere: every TD error is the reward
-  data, table = trainer.joint_advantages(trainer.learner.train_state.nets, hand_slices(),
-                                         jax.random.PRNGKey(0))
+  # Jitted, as in the epoch: one compile, where op by op each op of the network compiles.
+  data, table = jax.jit(trainer.joint_advantages)(trainer.learner.train_state.nets,
+                                                  hand_slices(), jax.random.PRNGKey(0))
   # Three steps to draw from (the final observation is no step of its own).
   assert int(table.total) == 3
   # A_t = d_t + 0.5 d_{t+1} over the two steps ahead, stopping at the termination:
@@ -192,9 +193,13 @@ def test_per_chunk_advantages_and_targets_by_hand():
 
 def test_per_chunk_batches_hold_the_trained_steps_only():
   trainer = per_chunk_trainer()
-  data = trainer.joint_advantages(trainer.learner.train_state.nets, hand_slices(),
-                                  jax.random.PRNGKey(0))
-  batch = trainer.joint_batch(slices.take(data[0], trainer.draw_joint(data, jax.random.PRNGKey(1))))
+
+  @jax.jit  # as in the epoch: one compile, where op by op each op compiles
+  def first_batch(nets, data):
+    data = trainer.joint_advantages(nets, data, jax.random.PRNGKey(0))
+    return trainer.joint_batch(slices.take(data[0], trainer.draw_joint(data,
+                                                                       jax.random.PRNGKey(1))))
+  batch = first_batch(trainer.learner.train_state.nets, hand_slices())
   assert isinstance(batch, batches.JointBatch)
   assert batch.observation.shape == (4, 1, 1)  # max_slice_length steps, no margin rows
   record = None

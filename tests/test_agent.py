@@ -80,7 +80,8 @@ def greedy_gymnax_returns(agent, n_episodes):
   carry = gymnax_envs.reset(env, params, keys.seed_key(agent.learner.eval_seed(agent.epoch)),
                             n_episodes, agent.observation_space.dtype)
   obs, state = carry.obs, carry.state
-  step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+  # Jitted: one compile, where the env's step run op by op compiles each of its ops.
+  step = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
   key = jax.random.key(0)  # CartPole's steps draw nothing
   returns, running = np.zeros(n_episodes), np.ones(n_episodes, bool)
   while running.any():
@@ -163,7 +164,9 @@ def test_dqn_acts_by_argmax_q(dqn_run):
     learner = agent.learner
     network = learner.networks[learner.acting_name]
     variables = {'params': network.variables['params'], **learner.acting.model_state}
-    q_values = np.asarray(network.model.apply(variables, obs.astype(np.float32)[:, None]))
+    # Jitted: one compile, where the network applied op by op compiles each of its ops.
+    q_values = np.asarray(jax.jit(network.model.apply)(variables,
+                                                       obs.astype(np.float32)[:, None]))
     assert agent.act(obs).tolist() == q_values[:, -1].argmax(-1).tolist()
     # Epsilon-greedy above temperature 0, reproducibly.
     assert np.array_equal(agent.act(obs, 1.0, seed=2), agent.act(obs, 1.0, seed=2))

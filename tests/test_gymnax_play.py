@@ -19,30 +19,40 @@ def test_a_running_episode_steps_as_under_gymnax_step(env_id):
   n_envs, n_actions = 8, env.action_space(params).n
   plain = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
   once = jax.jit(jax.vmap(jax_envs.step_without_reset(env), in_axes=(0, 0, 0, None)))
-  key = jax.random.key(3)
-  key, reset_key = jax.random.split(key)
-  _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, n_envs), params)
-  ends = 0
-  for _ in range(300):
+
+  # A step's keys and actions in one compiled call, and the steps read back once at the end:
+  # eager ops and read-backs of every state leaf at each step are most of the loop's time.
+  @jax.jit
+  def draw(key):
     key, action_key, step_key = jax.random.split(key, 3)
     actions = jax.random.randint(action_key, (n_envs,), 0, n_actions)
-    step_keys = jax.random.split(step_key, n_envs)
-    obs, next_state, reward, terminated, truncated, info = plain(step_keys, state, actions,
-                                                                 params)
-    obs_once, state_once, reward_once, terminated_once, truncated_once = once(
-        step_keys, state, actions, params)
-    np.testing.assert_array_equal(reward_once, reward)
-    np.testing.assert_array_equal(terminated_once, terminated)
-    np.testing.assert_array_equal(truncated_once, truncated)
-    # The observation after the step, before gymnax's reset replaces it at an end.
-    np.testing.assert_array_equal(obs_once, info['final_observation'])
-    running = np.asarray(~(terminated | truncated))
-    for leaf_once, leaf in zip(jax.tree_util.tree_leaves(state_once),
-                               jax.tree_util.tree_leaves(next_state)):
-      np.testing.assert_array_equal(np.asarray(leaf_once)[running], np.asarray(leaf)[running])
-    ends += int(np.sum(~running))
+    return key, actions, jax.random.split(step_key, n_envs)
+
+  key = jax.random.key(3)
+  key, reset_key = jax.random.split(key)
+  _, state = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(
+      jax.random.split(reset_key, n_envs), params)
+  plain_steps, once_steps = [], []
+  for _ in range(300):
+    key, actions, step_keys = draw(key)
+    _, next_state, reward, terminated, truncated, info = plain(step_keys, state, actions, params)
+    plain_steps.append((info['final_observation'], next_state, reward, terminated, truncated))
+    once_steps.append(once(step_keys, state, actions, params))
     state = next_state
-  assert ends >= 2
+  stack = lambda steps: jax.tree_util.tree_map(  # noqa: E731  ([300, n_envs, ...] each)
+      lambda *x: np.stack(x), *jax.device_get(steps))
+  final_obs, next_state, reward, terminated, truncated = stack(plain_steps)
+  obs_once, state_once, reward_once, terminated_once, truncated_once = stack(once_steps)
+  np.testing.assert_array_equal(reward_once, reward)
+  np.testing.assert_array_equal(terminated_once, terminated)
+  np.testing.assert_array_equal(truncated_once, truncated)
+  # The observation after the step, before gymnax's reset replaces it at an end.
+  np.testing.assert_array_equal(obs_once, final_obs)
+  running = ~(terminated | truncated)
+  for leaf_once, leaf in zip(jax.tree_util.tree_leaves(state_once),
+                             jax.tree_util.tree_leaves(next_state)):
+    np.testing.assert_array_equal(leaf_once[running], leaf[running])
+  assert np.sum(~running) >= 2
 
 
 def test_an_env_with_its_own_step_keeps_it():

@@ -18,21 +18,25 @@ from rl.nets.variables import top_level_layers
 # --------------------------------------------------------------------------
 
 
+# Checks of shapes alone trace the model (jax.eval_shape) and compile nothing; applications whose
+# numbers are checked are jitted: one compile each, where op by op every op compiles.
+
+
 def test_policy_shape():
   model = Policy(FakeDistribution(N))
-  assert model.apply(init(model), OBS).shape == (2, 1, N)
+  assert jax.eval_shape(model.apply, init(model), OBS).shape == (2, 1, N)
 
 
 def test_value_shape():
   model = Value()
-  assert model.apply(init(model), OBS).shape == (2, 1, 1)
+  assert jax.eval_shape(model.apply, init(model), OBS).shape == (2, 1, 1)
 
 
 @pytest.mark.parametrize('joint', [True, False])
 def test_policy_and_value_shapes(joint):
   model = PolicyAndValue(FakeDistribution(N), joint=joint, normalizer=Normalize)
   variables = init(model)
-  dist_inputs, values = model.apply(variables, OBS)
+  dist_inputs, values = jax.eval_shape(model.apply, variables, OBS)
   assert [dist_inputs.shape, values.shape] == [(2, 1, N), (2, 1, 1)]
   bodies = {'body'} if joint else {'policy_body', 'value_body'}
   assert set(variables['params']) == bodies | {'policy_head', 'value_head'}
@@ -45,7 +49,7 @@ def test_policy_and_value_shapes(joint):
 
 def test_quality_shape():
   model = Quality(n_actions=N)
-  assert model.apply(init(model), OBS).shape == (2, 1, N)
+  assert jax.eval_shape(model.apply, init(model), OBS).shape == (2, 1, N)
 
 
 def test_model_with_normalizer_updates_under_jit():
@@ -62,7 +66,7 @@ def test_model_with_normalizer_updates_under_jit():
   assert float(updates['normalizer']['normalizer']['count']) == 2.0
   # Training-mode call uses but does not need to mutate the statistics.
   new_vars = {**variables, **updates}
-  assert model.apply(new_vars, OBS).shape == (2, 1, N)
+  assert jax.eval_shape(model.apply, new_vars, OBS).shape == (2, 1, N)
 
 
 # --------------------------------------------------------------------------
@@ -78,11 +82,12 @@ def test_value_with_discrete_actions(multiplicative):
   actions = jnp.array([[0], [2]])  # [B, L]
   variables = init(model, actions)
   assert 'action_injector' in variables['params']
-  q = model.apply(variables, OBS, actions)
+  apply = jax.jit(model.apply)
+  q = apply(variables, OBS, actions)
   assert q.shape == (2, 1, 1)
   # Extra sample axis: [B, n, L] -> [B, n, L, 1], consistent with the plain call.
   sampled = jnp.array([[[0], [1], [2]], [[2], [1], [0]]])
-  q_sampled = model.apply(variables, OBS, sampled)
+  q_sampled = apply(variables, OBS, sampled)
   assert q_sampled.shape == (2, 3, 1, 1)
   np.testing.assert_allclose(q_sampled[0, 0], q[0], rtol=1e-5)
   np.testing.assert_allclose(q_sampled[1, 0], q[1], rtol=1e-5)
@@ -93,10 +98,11 @@ def test_value_with_continuous_actions():
   model = Value(inject_actions=True, is_discrete=False)
   actions = jnp.ones((2, 1, 3)) * jnp.array([[[0.5]], [[-1.0]]])  # [B, L, action_dim]
   variables = init(model, actions)
-  q = model.apply(variables, OBS, actions)
+  apply = jax.jit(model.apply)
+  q = apply(variables, OBS, actions)
   assert q.shape == (2, 1, 1)
   sampled = jnp.stack([actions, -actions, actions * 0.5, actions], axis=1)  # [B, 4, L, 3]
-  q_sampled = model.apply(variables, OBS, sampled)
+  q_sampled = apply(variables, OBS, sampled)
   assert q_sampled.shape == (2, 4, 1, 1)
   np.testing.assert_allclose(q_sampled[:, 3], q, rtol=1e-5)
 

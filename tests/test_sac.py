@@ -157,35 +157,44 @@ def test_a_step_trains_critics_actor_and_temperature_as_jax_grad_does():
   (nets, new_targets), steps = jax.jit(trainer.train_step)((state.nets, targets), rows, key)
 
   actor, critic, dist = trainer.actor_net.model, trainer.critic_net.model, trainer.dist
-  obs, action = rows['observation'], rows['action']
-  next_key, actor_key = jax.random.split(key)
-  next_noise, noise = (jax.random.normal(k, (8, 1, 1)) for k in (next_key, actor_key))
-  actor_params = state.nets['actor']['params']
   alpha = 0.3
-  # y = r + gamma (min_i Q'_i(s', a') - alpha log pi(a'|s')) where the first row goes on.
-  next_a, next_log_pi = dist.sample_with_log_prob(
-      actor.apply({'params': actor_params}, obs[:, 1:]), next_noise)
-  next_q = jnp.min(critic.apply({'params': targets['critic']}, obs[:, 1:], next_a), axis=0)
-  y = rows['reward'][:, 0] + GAMMA * (1 - rows['done'][:, 0]) * (next_q - alpha * next_log_pi)[:, 0]
 
-  critic_loss = twin_critic_mse(critic, obs, action, y)
+  # The same step written with jax.grad, jitted: one compile, where op by op each op compiles.
+  @jax.jit
+  def by_hand(actor_params, critic_params, targets, rows, key):
+    obs, action = rows['observation'], rows['action']
+    next_key, actor_key = jax.random.split(key)
+    next_noise, noise = (jax.random.normal(k, (8, 1, 1)) for k in (next_key, actor_key))
+    # y = r + gamma (min_i Q'_i(s', a') - alpha log pi(a'|s')) where the first row goes on.
+    next_a, next_log_pi = dist.sample_with_log_prob(
+        actor.apply({'params': actor_params}, obs[:, 1:]), next_noise)
+    next_q = jnp.min(critic.apply({'params': targets['critic']}, obs[:, 1:], next_a), axis=0)
+    y = (rows['reward'][:, 0]
+         + GAMMA * (1 - rows['done'][:, 0]) * (next_q - alpha * next_log_pi)[:, 0])
+
+    critic_loss = twin_critic_mse(critic, obs, action, y)
+    new_critic = sgd_step(critic_loss, critic_params, LR)
+
+    def actor_loss(params):
+      a, log_pi = dist.sample_with_log_prob(actor.apply({'params': params}, obs[:, :1]), noise)
+      q = jnp.min(critic.apply({'params': new_critic}, obs[:, :1], a), axis=0)
+      return jnp.mean(alpha * log_pi - q), -jnp.mean(log_pi)
+    (actor_value, entropy), actor_grads = jax.value_and_grad(actor_loss, has_aux=True)(
+        actor_params)
+    new_actor = jax.tree_util.tree_map(lambda p, g: p - LR * g, actor_params, actor_grads)
+    # d/d log alpha of log alpha (H - H_target) is H - H_target; H_target = -1 (1 action dim).
+    new_log_alpha = math.log(alpha) - LR * (entropy + 1.0)
+    return new_critic, new_actor, new_log_alpha, critic_loss(critic_params), actor_value
+
   critic_params = state.nets['critic']['params']
-  new_critic = sgd_step(critic_loss, critic_params, LR)
-
-  def actor_loss(params):
-    a, log_pi = dist.sample_with_log_prob(actor.apply({'params': params}, obs[:, :1]), noise)
-    q = jnp.min(critic.apply({'params': new_critic}, obs[:, :1], a), axis=0)
-    return jnp.mean(alpha * log_pi - q), -jnp.mean(log_pi)
-  (actor_value, entropy), actor_grads = jax.value_and_grad(actor_loss, has_aux=True)(actor_params)
-  new_actor = jax.tree_util.tree_map(lambda p, g: p - LR * g, actor_params, actor_grads)
-  # d/d log alpha of log alpha (H - H_target) is H - H_target, with H_target = -1 (1 action dim).
-  new_log_alpha = math.log(alpha) - LR * (float(entropy) + 1.0)
+  new_critic, new_actor, new_log_alpha, critic_value, actor_value = by_hand(
+      state.nets['actor']['params'], critic_params, targets, rows, key)
 
   assert_trees_close(nets['critic']['params'], new_critic)
   assert_trees_close(nets['actor']['params'], new_actor)
   assert_trees_close(nets['alpha']['params']['log_alpha'], new_log_alpha)
   assert_trees_close(new_targets, {'critic': moved_toward(targets['critic'], new_critic, TAU)})
-  assert float(steps['critic'].loss) == pytest.approx(float(critic_loss(critic_params)), rel=1e-5)
+  assert float(steps['critic'].loss) == pytest.approx(float(critic_value), rel=1e-5)
   assert float(steps['actor'].loss) == pytest.approx(float(actor_value), rel=1e-5)
   assert {name: int(net['step']) for name, net in nets.items()} == {
       'actor': 1, 'critic': 1, 'alpha': 1}

@@ -51,7 +51,8 @@ def joint_trainer():
 
 def apply(trainer, name, observation):
   network = trainer.learner.networks[name]
-  return network.model.apply(network.variables, observation)
+  # Jitted: one compile, where the Transformer applied op by op compiles each of its ops.
+  return jax.jit(network.model.apply)(network.variables, observation)
 
 
 def assert_real_steps_match(recomputed, stored, mask):
@@ -64,22 +65,57 @@ def assert_real_steps_match(recomputed, stored, mask):
                              atol=1e-6 + 1e-5 * np.abs(stored).max())
 
 
-@pytest.mark.parametrize('trainer_class', [PPO, A2C])
-def test_a_policy_batch_recomputes_the_acting_policy(trainer_class):
-  trainer = trainer_class(task(), **ACTOR_CRITIC)
-  trainer.learner.collect(n_interactions=64)
+def assert_policy_batch_recomputes_the_acting_policy(trainer):
   batch = batch_helpers.policy_batch(trainer)
   assert batch.observation.shape[1:] == (2, CONTEXT, 5)  # slices of 2 steps, a window each
   assert_real_steps_match(apply(trainer, 'policy', batch.observation), batch.dist_inputs,
                           batch.mask)
 
 
-def test_a_joint_batch_recomputes_the_acting_policy():
+def assert_first_ratio_is_one(trainer):
+  """The first epoch trains on steps its own weights acted on: PPO's probability ratio is 1.
+
+  The trainer has collected before: its epoch adds its own steps to the same epoch's data,
+  acted on with the same weights.
+  """
+  record = trainer.learner.run_epoch()
+  assert record['epoch'] == 1
+  assert record['probs_ratio_mean'] == pytest.approx(1.0, abs=1e-6)
+  assert record['approximate_kl_divergence'] == pytest.approx(0.0, abs=1e-7)
+
+
+# Each trainer below is built and collects once for all of its checks: building and compiling
+# a trainer's programs is most of a test's time.
+
+def test_ppo_recomputes_the_acting_policy_and_its_first_ratio_is_one():
+  trainer = PPO(task(), **ACTOR_CRITIC)
+  trainer.learner.collect(n_interactions=64)
+  assert_policy_batch_recomputes_the_acting_policy(trainer)
+  assert_first_ratio_is_one(trainer)
+
+
+def test_a2c_recomputes_the_acting_policy_and_its_windows_restart_at_episode_starts():
+  """A stored step's window never reaches into the episode before it."""
+  trainer = A2C(task(), **ACTOR_CRITIC)
+  trainer.learner.collect(n_interactions=64)
+  assert_policy_batch_recomputes_the_acting_policy(trainer)
+  data = trainer.task.epochs[1]
+  rows, starts, lengths = data.rows, data.traj_start, data.traj_rows
+  for start, length in zip(starts, lengths):
+    windows = rows['observation'][start:start + length]
+    real = windows[:, :, -1].sum(axis=1)
+    if windows[0, :-1, -1].sum() == 0:  # the trajectory starts an episode
+      np.testing.assert_array_equal(real[:CONTEXT], np.arange(1, CONTEXT + 1)[:length])
+    assert jax.device_get(real).max() <= CONTEXT
+
+
+def test_a_joint_batch_recomputes_the_acting_policy_and_the_first_ratio_is_one():
   trainer = joint_trainer()
   trainer.learner.collect(n_interactions=64)
   batch = batch_helpers.joint_batch(trainer)
   dist_inputs, _ = apply(trainer, 'joint', batch.observation)
   assert_real_steps_match(dist_inputs, batch.dist_inputs, batch.mask)
+  assert_first_ratio_is_one(trainer)
 
 
 def test_dqn_stores_the_q_values_its_network_recomputes():
@@ -92,43 +128,24 @@ def test_dqn_stores_the_q_values_its_network_recomputes():
                           rows['mask'])
 
 
-@pytest.mark.parametrize('trainer_class', [PPO, PPOJoint])
-def test_ppos_first_ratio_is_one(trainer_class):
-  if trainer_class is PPO:
-    trainer = PPO(task(), **ACTOR_CRITIC)
-  else:
-    trainer = joint_trainer()
-  record = trainer.learner.run_epoch()
-  assert record['probs_ratio_mean'] == pytest.approx(1.0, abs=1e-6)
-  assert record['approximate_kl_divergence'] == pytest.approx(0.0, abs=1e-7)
-
-
-def test_windows_in_the_store_restart_at_episode_starts():
-  """A stored step's window never reaches into the episode before it."""
-  trainer = A2C(task(), **ACTOR_CRITIC)
-  trainer.learner.collect(n_interactions=64)
-  data = trainer.task.epochs[1]
-  rows, starts, lengths = data.rows, data.traj_start, data.traj_rows
-  for start, length in zip(starts, lengths):
-    windows = rows['observation'][start:start + length]
-    real = windows[:, :, -1].sum(axis=1)
-    if windows[0, :-1, -1].sum() == 0:  # the trajectory starts an episode
-      np.testing.assert_array_equal(real[:CONTEXT], np.arange(1, CONTEXT + 1)[:length])
-    assert jax.device_get(real).max() <= CONTEXT
-
-
-# Each shipped sequence config with bindings that keep two epochs short.
+# Each shipped sequence config, its network untouched, with bindings that keep two epochs
+# short: 8 steps of each env, one gradient step on small batches, one evaluation episode. The
+# checks (two epochs logged, a finite evaluation) hold at any epoch length, and most of the
+# test's time is compiling the config's programs, which takes about as long at any length.
+SHORT_PPO = ['PPO.n_interactions_per_epoch = 64', 'PPO.policy_train_steps_per_epoch = 1',
+             'PPO.value_train_steps_per_epoch = 1', 'PPO.policy_batch_size = 16',
+             'PPO.value_batch_size = 16', 'PPO.eval_every = 2', 'PPO.n_eval_episodes = 1']
 SEQUENCE_CONFIGS = {
-    'ppo_cartpole_transformer': [
-        'PPO.n_interactions_per_epoch = 256', 'PPO.policy_train_steps_per_epoch = 4',
-        'PPO.value_train_steps_per_epoch = 4', 'PPO.eval_every = 2', 'PPO.n_eval_episodes = 1'],
-    'ppo_cartpole_novel_transformer': [
-        'PPO.n_interactions_per_epoch = 256', 'PPO.policy_train_steps_per_epoch = 4',
-        'PPO.value_train_steps_per_epoch = 4', 'PPO.eval_every = 2', 'PPO.n_eval_episodes = 1'],
-    'ppo_cartpole_novel': ['PPO.eval_every = 2', 'PPO.n_eval_episodes = 1'],
+    'ppo_cartpole_transformer': SHORT_PPO,
+    'ppo_cartpole_novel_transformer': SHORT_PPO,
+    'ppo_cartpole_novel': SHORT_PPO,
     'ppo_joint_lunarlander_transformer': [
-        'PPOJoint.n_interactions_per_epoch = 256', 'PPOJoint.train_steps_per_epoch = 4',
-        'PPOJoint.eval_every = 2', 'PPOJoint.n_eval_episodes = 1'],
+        'PPOJoint.n_interactions_per_epoch = 128', 'PPOJoint.train_steps_per_epoch = 1',
+        'PPOJoint.batch_size = 16', 'PPOJoint.eval_every = 2', 'PPOJoint.n_eval_episodes = 1',
+        # XLA's elemental emitters, as the other configs compile: the fusion emitters the config
+        # picks for its long run compile this Transformer's programs in twice the time
+        # (tests/test_compiler.py covers that setting).
+        'compiler.fast_compile = True'],
 }
 
 

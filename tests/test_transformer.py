@@ -29,12 +29,19 @@ def window(n_real, seed=0):
   return np.concatenate([rows, flags[:, None]], axis=1)
 
 
-@pytest.fixture(name='body')
+def jitted_init(module, x):
+  return jax.jit(lambda key: init_variables(module, key, x))(jax.random.PRNGKey(0))
+
+
+@pytest.fixture(name='body', scope='module')
 def fixture_body():
   module = TransformerDecoder(d_model=16, d_ff=32, n_heads=4, n_layers=2, max_len=8)
   x = np.stack([window(K), window(2, seed=1)])[:, None]  # [B=2, L=1, K, F + 1]
-  variables = init_variables(module, jax.random.PRNGKey(0), x)
-  return lambda inputs: np.asarray(module.apply(variables, inputs))
+  # Jitted, the initialisation and the applications: one compile each (one per input shape),
+  # where the layers run op by op compile each of their ops.
+  variables = jitted_init(module, x)
+  apply = jax.jit(module.apply)
+  return lambda inputs: np.asarray(apply(variables, inputs))
 
 
 def test_a_window_gives_the_features_of_its_newest_step(body):
@@ -68,8 +75,8 @@ def test_it_is_a_body_of_the_joint_model_and_counts_as_one_layer():
   model = PolicyAndValue(Categorical(2), body=lambda: TransformerDecoder(d_model=8, d_ff=8,
                                                                            n_heads=2))
   x = np.stack([window(K)])[:, None]
-  variables = init_variables(model, jax.random.PRNGKey(0), x)
-  logits, values = model.apply(variables, x)
+  variables = jitted_init(model, x)
+  logits, values = jax.jit(model.apply)(variables, x)
   assert logits.shape == (1, 1, 2) and values.shape == (1, 1, 1)
   assert top_level_layers(variables) == ['body', 'policy_head', 'value_head']
 
