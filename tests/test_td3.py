@@ -168,6 +168,12 @@ def test_a_discrete_action_space_is_refused_in_one_line(tmp_path):
                              'TD3 needs a continuous (Box) action space', 'DQN')
 
 
+def test_random_initial_trajectories_are_refused_for_learning_starts(tmp_path):
+  assert_refused_in_one_line(CONFIG, 'RLTask.initial_trajectories = 2', tmp_path,
+                             'RLTask.initial_trajectories = 2 is not supported by TD3',
+                             'TD3.learning_starts = 1000')
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures('full_optimization')
 @pytest.mark.parametrize('seed', [0, 1, 2])

@@ -146,6 +146,16 @@ class OffPolicyTrainer(RLTrainer):
     if not hasattr(space, 'low'):
       raise ConfigError(f'{name} needs a continuous (Box) action space, but {task.env_name} '
                         f'has {space}. For discrete actions use {_DISCRETE_TRAINERS}.')
+    initial = getattr(task, '_initial_trajectories', 0)  # gymnasium tasks only
+    if initial:
+      # Random trajectories are stored with the acting distribution's inputs, which neither
+      # SAC's squashed Gaussian nor TD3's deterministic actor has for uniform actions;
+      # learning_starts acts at random inside the epochs instead.
+      raise ConfigError(
+          f'RLTask.initial_trajectories = {initial} is not supported by {name}; its random '
+          f'first steps are {name}.learning_starts (env steps acted uniformly over the action '
+          f'box): bind e.g. {name}.learning_starts = 1000 and remove '
+          'RLTask.initial_trajectories.')
     super().__init__(task, **kwargs)
     ranges.in_range(f'{name}.n_replay_epochs', n_replay_epochs, low=1)
     ranges.in_range(f'{name}.batch_size', batch_size, low=1)
