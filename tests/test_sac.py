@@ -213,17 +213,6 @@ def test_two_epochs_resumed_are_the_two_epochs_in_one_go(tmp_path, config):
   assert set(arrays['extra']['targets']) == {'critic'}
 
 
-def test_a_discrete_action_space_is_refused_in_one_line(tmp_path):
-  assert_refused_in_one_line(CONFIG, "RLTask.env = 'CartPole-v1'", tmp_path,
-                             'SAC needs a continuous (Box) action space', 'DQN')
-
-
-def test_random_initial_trajectories_are_refused_for_learning_starts(tmp_path):
-  assert_refused_in_one_line(CONFIG, 'RLTask.initial_trajectories = 2', tmp_path,
-                             'RLTask.initial_trajectories = 2 is not supported by SAC',
-                             'SAC.learning_starts = 1000')
-
-
 def test_a_batch_larger_than_the_replay_is_refused_in_one_line(tmp_path):
   assert_refused_in_one_line(CONFIG, 'SAC.batch_size = 30000', tmp_path,
                              'SAC.batch_size (30000) is more than the replay holds',

@@ -22,7 +22,6 @@ from rl.ops import advantages
 from rl.optim import optimizers
 from off_policy_helpers import TwinLinearCritic
 from off_policy_helpers import assert_learns_pendulum
-from off_policy_helpers import assert_refused_in_one_line
 from off_policy_helpers import assert_trees_close
 from off_policy_helpers import batch_of
 from off_policy_helpers import moved_toward
@@ -161,17 +160,6 @@ def test_two_epochs_resumed_are_the_two_epochs_in_one_go(tmp_path, config):
       assert math.isfinite(row[name]), name
   assert set(arrays['trainers']) == {'actor', 'critic'}
   assert set(arrays['extra']['targets']) == {'actor', 'critic'}
-
-
-def test_a_discrete_action_space_is_refused_in_one_line(tmp_path):
-  assert_refused_in_one_line(CONFIG, "RLTask.env = 'CartPole-v1'", tmp_path,
-                             'TD3 needs a continuous (Box) action space', 'DQN')
-
-
-def test_random_initial_trajectories_are_refused_for_learning_starts(tmp_path):
-  assert_refused_in_one_line(CONFIG, 'RLTask.initial_trajectories = 2', tmp_path,
-                             'RLTask.initial_trajectories = 2 is not supported by TD3',
-                             'TD3.learning_starts = 1000')
 
 
 @pytest.mark.slow

@@ -146,7 +146,7 @@ class OffPolicyTrainer(RLTrainer):
     if not hasattr(space, 'low'):
       raise ConfigError(f'{name} needs a continuous (Box) action space, but {task.env_name} '
                         f'has {space}. For discrete actions use {_DISCRETE_TRAINERS}.')
-    initial = getattr(task, '_initial_trajectories', 0)  # gymnasium tasks only
+    initial = getattr(task, 'initial_trajectories', 0)  # JAX-native tasks refuse it themselves
     if initial:
       # Random trajectories are stored with the acting distribution's inputs, which neither
       # SAC's squashed Gaussian nor TD3's deterministic actor has for uniform actions;

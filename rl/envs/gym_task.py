@@ -60,7 +60,7 @@ class GymTask:
     self.max_steps = max_steps
     self.time_limit = time_limit
     self.seed = int(seed)
-    self._initial_trajectories = int(initial_trajectories)
+    self.initial_trajectories = int(initial_trajectories)
     self._rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0]))
     self.num_stacked_frames = num_stacked_frames
     self.normalize_rewards = bool(normalize_rewards)
@@ -191,9 +191,9 @@ class GymTask:
 
     policy_fn: the random policy (default: `random_policy`, discrete actions).
     """
-    if self._initial_trajectories > 0 and 0 not in self.epochs and self.n_interactions == 0:
+    if self.initial_trajectories > 0 and 0 not in self.epochs and self.n_interactions == 0:
       self.collect(policy_fn or self.random_policy,
-                   n_trajectories=self._initial_trajectories, epoch_id=0)
+                   n_trajectories=self.initial_trajectories, epoch_id=0)
 
   # -- collection ---------------------------------------------------------------
 
