@@ -96,6 +96,7 @@ REGISTRY = {
     'ppo_cartpole_novel_transformer': (475, 500_000),
     'ppo_joint_lunarlander_transformer': (200, 1_000_000),
     'awr_halfcheetah': (1500, 1_000_000),
+    'sac_mujoco': (9000, 1_000_000),
 }
 
 
