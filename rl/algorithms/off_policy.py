@@ -18,6 +18,7 @@ import numpy as np
 import optax
 
 from rl import ranges
+from rl.data import replay_ring
 from rl.data import slices
 from rl.errors import ConfigError
 from rl.learner.fused_epoch import fused_epoch
@@ -194,7 +195,7 @@ class OffPolicyTrainer(RLTrainer):
 
   def epoch_data(self, epoch):
     del epoch
-    return self.task.slice_data()
+    return self.task.replay()  # the device ring, which only the newest epoch is written to
 
   def rollout_data(self, newest, replay, epoch):
     del newest, epoch
@@ -209,6 +210,7 @@ class OffPolicyTrainer(RLTrainer):
     raise NotImplementedError
 
   def update(self, state, data):
+    data = replay_ring.as_slices(data)
     (nets, targets), key, records = fused_epoch(
         self.train_step, (state.nets, state.extra['targets']),
         (data, slices.draw_table(data, 2, 1)), state.train_key, draw=self.draw,

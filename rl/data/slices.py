@@ -90,7 +90,7 @@ class SliceData:
 
 
 def pad(rows, traj_start, traj_rows, whole_trajectories=False, context=None,
-        traj_context=None, n_stacked=1, min_rows=0):
+        traj_context=None, n_stacked=1, min_rows=0, size=None):
   """Numpy epoch arrays -> a SliceData of numpy arrays padded to the capacity bucket.
 
   whole_trajectories: also record `max_rows` for whole-trajectory slices.
@@ -99,10 +99,13 @@ def pad(rows, traj_start, traj_rows, whole_trajectories=False, context=None,
   trajectories' context frames [K, *frame], how many each has, and the
   frames per observation. The capacity then holds the K context frames too.
   min_rows: the capacity holds at least this many (TaskNeeds.reserved_rows).
+  size: the capacity itself, an even number at least the rows (None: the
+    bucket of `capacity`).
   """
   n = len(rows['mask'])
   stacked = context is not None
-  size = capacity(max(n + (len(context) if stacked else 0), min_rows))
+  if size is None:
+    size = capacity(max(n + (len(context) if stacked else 0), min_rows))
   padded = {}
   for name, column in rows.items():
     if stacked and name == 'observation':

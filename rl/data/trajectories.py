@@ -27,6 +27,7 @@ import jax
 import numpy as np
 
 from rl.data import frames as frames_lib
+from rl.data import replay_ring
 from rl.data import slices
 
 # The fields of a batch of slices, each shaped [B, L, ...].
@@ -234,6 +235,7 @@ class Trajectories:
                                     action_space.dtype, int(dist_inputs_size), context_shape)
     self.epochs = {}  # epoch id -> EpochData
     self._device_cache = {}
+    self._ring = None  # the EpochRing of `replay`, made at its first call
 
   # -- collecting -------------------------------------------------------------------
 
@@ -322,6 +324,8 @@ class Trajectories:
     for key in [k for k in self.epochs if k <= epoch_id - self.n_replay_epochs]:
       del self.epochs[key]
     self._device_cache = {}
+    if self._ring is not None:
+      self._ring.update(self.epochs, epoch_id)
 
   # -- reading ---------------------------------------------------------------------
 
@@ -363,6 +367,19 @@ class Trajectories:
       self._device_cache[cache_key] = cached
     return cached
 
+  def replay(self):
+    """Every stored epoch on the device, as the ring of epochs that `store` updates with each
+    new epoch (rl.data.replay_ring.Replay; read it with `replay_ring.as_slices`).
+
+    With stacked frames, which the ring does not hold, `slice_data()`.
+    """
+    if self._frame_channels is not None:
+      return self.slice_data()
+    if self._ring is None:
+      self._ring = replay_ring.EpochRing(self.n_replay_epochs)
+      self._ring.update(self.epochs)
+    return self._ring.replay
+
   # -- checkpointing -----------------------------------------------------------------
 
   def state(self):
@@ -374,3 +391,4 @@ class Trajectories:
     self.epochs = {int(k): EpochData.from_state(v) for k, v in arrays['epochs'].items()}
     self.segments.load_state(arrays['segments'])
     self._device_cache = {}
+    self._ring = None

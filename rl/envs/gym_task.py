@@ -156,6 +156,10 @@ class GymTask:
     """The stored trajectories of `epochs` on the device (see Trajectories.slice_data)."""
     return self.storage.slice_data(epochs, whole_trajectories)
 
+  def replay(self):
+    """Every stored epoch on the device, updated epoch by epoch (see Trajectories.replay)."""
+    return self.storage.replay()
+
   def _ensure_started(self):
     """Resets the training envs on first use; the storage must exist by then."""
     if self._obs is not None:

@@ -271,45 +271,6 @@ def rollout_slices(rollout_data, gamma):
   return data, jnp.sum(seg_start)
 
 
-class Replay(NamedTuple):
-  """The latest epochs' rollouts on the device: a ring of SliceData, one slot an epoch.
-
-  Every leaf of `epochs` has a leading slot axis [S, ...]; epoch e goes to
-  slot e mod n_epochs (the slots past n_epochs, which round S up to a power
-  of two so that the flattened rows are one, stay empty). Empty slots hold
-  no trajectories (traj_rows 0), so nothing is ever drawn from them.
-  """
-  epochs: slices.SliceData
-  written: jax.Array  # epochs stored so far
-
-
-def empty_replay(data, n_epochs):
-  """A Replay of `n_epochs` epochs shaped like the SliceData `data` (pure)."""
-  n_slots = 1 << max(0, (n_epochs - 1).bit_length())
-  epochs = jax.tree_util.tree_map(
-      lambda x: jnp.zeros((n_slots,) + x.shape, x.dtype), data)
-  return Replay(epochs, jnp.zeros((), jnp.int32))
-
-
-def remember(replay, data, n_epochs):
-  """`replay` (of `n_epochs` epochs) with `data` in the next slot, the oldest epoch's (pure)."""
-  slot = replay.written % n_epochs
-  epochs = jax.tree_util.tree_map(lambda ring, x: ring.at[slot].set(x), replay.epochs, data)
-  return replay._replace(epochs=epochs, written=replay.written + 1)
-
-
-def replay_slices(replay):
-  """Every stored epoch of `replay` as one SliceData, slot after slot (pure)."""
-  epochs = replay.epochs
-  n_slots, size = epochs.row_end.shape
-  offset = (jnp.arange(n_slots, dtype=jnp.int32) * size)[:, None]
-  flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
-  return slices.SliceData(
-      jax.tree_util.tree_map(flat, epochs.rows),
-      flat(jnp.where(epochs.row_end > 0, epochs.row_end + offset, 0)),
-      flat(epochs.traj_start + offset), flat(epochs.traj_rows))
-
-
 def step_without_reset(env):
   """env's step(key, state, action, params) -> (obs, state, reward, terminated, truncated)
   without the auto-reset of gymnax's `Environment.step`, for episodes played once.

@@ -9,7 +9,7 @@ the envs' state (`carry`, a pytree of device arrays) lives here between
 epochs; it is checkpointed, so a resume continues the same episodes exactly.
 
 When the trainer keeps n_replay_epochs > 1 (DQN, AWR) the latest epochs'
-rollouts stay on the device too, in a ring of epochs (rl.envs.gymnax_envs.Replay)
+rollouts stay on the device too, in a ring of epochs (rl.data.replay_ring.Replay)
 that the compiled epoch writes and samples, and that the checkpoint holds.
 
 What this backend does not do (yet) is refused by the RLTask factory or by the
@@ -27,6 +27,7 @@ import numpy as np
 
 from rl import compiler
 from rl import keys
+from rl.data import replay_ring
 from rl.envs import bookkeeping
 from rl.envs import gymnax_envs as jax_envs
 from rl.errors import ConfigError
@@ -35,7 +36,7 @@ from rl.errors import ConfigError
 class TaskCarry(NamedTuple):
   """The task's device state between epochs."""
   envs: jax_envs.EnvCarry
-  replay: Optional[jax_envs.Replay]  # None unless the trainer replays (n_replay_epochs > 1)
+  replay: Optional[replay_ring.Replay]  # None unless the trainer replays (n_replay_epochs > 1)
 
 
 class JaxTask:
@@ -107,7 +108,7 @@ class JaxTask:
             episode_return=jnp.zeros((n_steps, self.n_envs), jnp.float32)), self.gamma)[0])
     template = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
     self.carry = self.carry._replace(
-        replay=compiler.jit(jax_envs.empty_replay, static_argnums=1)(
+        replay=compiler.jit(replay_ring.empty_replay, static_argnums=1)(
             template, needs.n_replay_epochs))
 
   def share_programs(self, other):
@@ -239,8 +240,8 @@ class JaxTask:
       return carry, newest, newest, n_segments
     # The ring was made before training (build_storage), so that every
     # epoch's call sees the same shapes and compiles once.
-    replay = jax_envs.remember(carry.replay, newest, n_replay_epochs)
-    return carry._replace(replay=replay), newest, jax_envs.replay_slices(replay), n_segments
+    replay = replay_ring.remember(carry.replay, newest, n_replay_epochs)
+    return carry._replace(replay=replay), newest, replay_ring.replay_slices(replay), n_segments
 
   def record_epoch(self, n_steps, n_segments, episode_returns):
     """Host bookkeeping of a collected epoch (the counters every task keeps)."""
