@@ -11,9 +11,11 @@ Side by side in one run:
         epoch (SAC.learning_starts = 0), its 1M replay ring allocated: env
         steps/s of each epoch after the first two (collection and training,
         evaluation apart), so acting, env steps and the replay are counted.
-Prints both and rl / bare.
+  sbx   with --sbx_python, SBX's SAC at the same settings in its own virtual
+        environment (benchmarks/sbx_sac.py): env steps/s while it learns.
+Prints each and rl / bare (and rl / sbx).
 
-  python benchmarks/sac_floor.py [--steps 1000] [--epochs 6]
+  python benchmarks/sac_floor.py [--steps 1000] [--epochs 6] [--sbx_python PATH]
 """
 import argparse
 import json
@@ -138,12 +140,21 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--steps', type=int, default=1000, help='gradient steps per bare call')
   parser.add_argument('--epochs', type=int, default=6, help='epochs of the rl run (>= 3)')
+  parser.add_argument('--sbx_python', help='the Python of a virtual environment with SBX')
   args = parser.parse_args()
+  sbx = None
+  if args.sbx_python:
+    out = subprocess.run([args.sbx_python, os.path.join(ROOT, 'benchmarks', 'sbx_sac.py')],
+                         check=True, capture_output=True, text=True).stdout
+    sbx = float(out.strip().splitlines()[-1].split(':')[1])
+    print(f'SBX SAC: {sbx:.1f} env steps/s')
   bare = bare_steps_per_second(args.steps)
   print(f'bare jitted scan: {bare:.1f} gradient steps/s')
   ours = rl_env_steps_per_second(args.epochs)
   print(f'rl SAC (sac_mujoco.gin, one gradient step per env step): {ours:.1f} env steps/s')
   print(f'rl / bare: {ours / bare:.2f}')
+  if sbx:
+    print(f'rl / sbx: {ours / sbx:.2f}')
 
 
 if __name__ == '__main__':
