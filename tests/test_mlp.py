@@ -37,6 +37,21 @@ def test_mlp_activation_names_and_out_activation():
     init(MLP(activation_fn='nope'), obs=x)
 
 
+def test_pytorch_initialisation_draws_weights_and_biases_within_one_over_root_fan_in():
+  x = jnp.ones((2, 1, 16))
+  params = init(MLP(layer_widths=(64, 32), kernel_initializer='pytorch'), obs=x)['params']
+  for name, fan_in in (('dense_0', 16), ('dense_1', 64)):
+    for leaf in ('kernel', 'bias'):
+      values = np.asarray(params[name][leaf])
+      # Uniform in +-1/sqrt(fan_in): inside the bound, and spread over it (max near the bound).
+      assert np.abs(values).max() <= fan_in ** -0.5
+      assert np.abs(values).max() > 0.8 * fan_in ** -0.5
+  orthogonal = init(MLP(layer_widths=(64, 32)), obs=x)['params']
+  assert not np.asarray(orthogonal['dense_0']['bias']).any()
+  with pytest.raises(ConfigError, match="MLP.kernel_initializer = 'he' is not one of"):
+    MLP(kernel_initializer='he')
+
+
 @pytest.mark.parametrize('shape', [(5, 3), (4, 2, 3), (2, 3, 4, 3)])
 def test_dense_matches_flax_dense(shape):
   """rl.nets.dense.Dense computes every rank as one matrix product: flax's parameters and
