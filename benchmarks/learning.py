@@ -97,6 +97,8 @@ REGISTRY = {
     'ppo_joint_lunarlander_transformer': (200, 1_000_000),
     'awr_halfcheetah': (1500, 1_000_000),
     'sac_mujoco': (9000, 1_000_000),
+    'sac_hopper': (2300, 1_000_000),
+    'sac_walker2d': (3800, 1_000_000),
     'td3_mujoco': (9000, 1_000_000),
     'ppo_mujoco': (2400, 1_000_000),
     'ppo_walker2d': (3000, 1_000_000),

@@ -29,7 +29,7 @@ from rl.metrics import TIMING_KEYS  # pylint: disable=wrong-import-position
 # take seconds to minutes on a CPU.
 EPOCHS = {
     'halfcheetah': 2, 'pendulum': 12, 'minatar': 3, 'boxing': 2, 'pong': 2,
-    'lunarlander': 3, 'transformer': 3, 'mujoco': 2, 'walker2d': 2,
+    'lunarlander': 3, 'transformer': 3, 'mujoco': 2, 'walker2d': 2, 'hopper': 2,
 }
 DEFAULT_EPOCHS = 12
 
