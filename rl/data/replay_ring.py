@@ -96,15 +96,19 @@ class EpochRing:
     return (epoch_id - 1) % self.n_epochs
 
   def update(self, epochs, epoch_id=None):
-    """Writes stored epoch `epoch_id` of `epochs` (id -> EpochData); None: every one."""
-    rows = max(len(epochs[k].rows['mask']) for k in
-               (epochs if epoch_id is None or self.replay is None else (epoch_id,)))
+    """Writes stored epoch `epoch_id` of `epochs` (id -> EpochData); None: every one.
+
+    A ring not made yet, or an epoch too large for its slots, (re)makes it with every epoch.
+    """
+    written = sorted(epochs) if epoch_id is None or self.replay is None else [epoch_id]
+    rows = max(len(epochs[k].rows['mask']) for k in written)
     if self.replay is None or rows > self.slot_rows:
+      # The epochs already written fit the old slots, so the new epochs' rows bound them all.
       self.slot_rows = max(self.slot_rows, 1 << max(1, (rows - 1).bit_length()))
-      template = jax.tree_util.tree_map(np.zeros_like, self._padded(epochs[min(epochs)]))
+      template = jax.tree_util.tree_map(np.zeros_like, self._padded(epochs[written[0]]))
       self.replay = compiler.jit(empty_replay, static_argnums=1)(template, self.n_epochs)
-      epoch_id = None
-    for k in sorted(epochs) if epoch_id is None else (epoch_id,):
+      written = sorted(epochs)
+    for k in written:
       self.replay = _put(self.replay, self.slot(k), self._padded(epochs[k]))
 
   def _padded(self, data):

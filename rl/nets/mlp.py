@@ -20,7 +20,11 @@ from rl.nets.initializers import symmetric_uniform
 # Stable-Baselines3 uses with ortho_init=False, as the RL Zoo's tuned MuJoCo
 # PPO settings do. Its weights are about 2.4 times smaller than orthogonal
 # ones of gain sqrt(2), which matters at those settings' small learning rates.
-KERNEL_INITIALIZERS = ('orthogonal', 'pytorch')
+_INITIALIZERS = {  # name -> fan_in -> (kernel init, bias init)
+    'orthogonal': lambda fan_in: (HIDDEN_KERNEL_INIT, nn.initializers.zeros),
+    'pytorch': lambda fan_in: (symmetric_uniform(fan_in ** -0.5),) * 2,
+}
+KERNEL_INITIALIZERS = tuple(_INITIALIZERS)
 
 
 class MLPModule(nn.Module):
@@ -47,9 +51,7 @@ class MLPModule(nn.Module):
       x = jnp.reshape(x, x.shape[:2] + (-1,))
     n = len(self.layer_widths)
     for i, width in enumerate(self.layer_widths):
-      kernel_init, bias_init = HIDDEN_KERNEL_INIT, nn.initializers.zeros
-      if self.kernel_initializer == 'pytorch':
-        kernel_init = bias_init = symmetric_uniform(x.shape[-1] ** -0.5)
+      kernel_init, bias_init = _INITIALIZERS[self.kernel_initializer](x.shape[-1])
       x = Dense(int(width), kernel_init=kernel_init, bias_init=bias_init, name=f'dense_{i}')(x)
       if i < n - 1 or self.out_activation:
         x = activation(x)
