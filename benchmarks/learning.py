@@ -90,7 +90,7 @@ REGISTRY = {
     'ppo_minatar_breakout_jax': (7, 1_000_000),
     'ppo_joint_lunarlander': (200, 1_000_000),
     'ppo_halfcheetah': (1500, 1_000_000),
-    'ppo_joint_halfcheetah': (1500, 1_000_000),
+    'ppo_joint_halfcheetah': (4000, 1_000_000),
     'ppo_cartpole_transformer': (475, 200_000),
     'ppo_cartpole_novel': (475, 500_000),
     'ppo_cartpole_novel_transformer': (475, 500_000),

@@ -56,7 +56,7 @@ WORKLOADS = {  # config: (target, env-step budget, seeds)
     'ppo_minatar_breakout_jax': (7, 1_000_000, (0, 1, 2, 3)),
     'ppo_joint_lunarlander': (200, 1_000_000, (0, 1, 2)),
     'ppo_halfcheetah': (1500, 1_000_000, (0, 1, 2)),
-    'ppo_joint_halfcheetah': (1500, 1_000_000, (0, 1, 2)),
+    'ppo_joint_halfcheetah': (4000, 1_000_000, (0, 1)),
     'awr_halfcheetah': (1500, 1_000_000, (0,)),
     'ppo_cartpole_transformer': (475, 200_000, (0, 1, 2)),
     'ppo_cartpole_novel_transformer': (475, 500_000, (0, 1, 2)),
