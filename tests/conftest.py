@@ -105,13 +105,12 @@ if 'rl_test/TupleAction-v0' not in gym.registry:
   gym.register('rl_test/TupleAction-v0', entry_point=TupleActionEnv)
 
 
-@pytest.fixture
-def full_optimization():
+@pytest.fixture(name='full_optimization')
+def full_optimization_fixture():
   """XLA with all its optimisation passes for one test, as a user's run compiles."""
-  import jax  # pylint: disable=import-outside-toplevel
-  jax.config.update('jax_disable_most_optimizations', False)
-  yield
-  jax.config.update('jax_disable_most_optimizations', True)
+  from run_helpers import full_optimization  # pylint: disable=import-outside-toplevel
+  with full_optimization():
+    yield
 
 
 @pytest.fixture(scope='session')

@@ -3,6 +3,7 @@
 Also the gated config that holds a run past its first checkpoint
 (tests/sweep_gate.py), and what tests of a resumed run compare.
 """
+import contextlib
 import hashlib
 import os
 import signal
@@ -33,6 +34,18 @@ PPO_JAX = os.path.join(ROOT, 'configs', 'ppo_cartpole_jax.gin')
 TINY_PPO_JAX = ['PPO.n_eval_episodes = 2', 'PPO.n_interactions_per_epoch = 64',
                 'PPO.policy_batch_size = 16', 'PPO.value_batch_size = 16',
                 'PPO.policy_train_steps_per_epoch = 2', 'PPO.value_train_steps_per_epoch = 2']
+
+
+@contextlib.contextmanager
+def full_optimization():
+  """XLA with all its optimisation passes, as a user's run compiles (tests/conftest.py turns
+  most of them off for the suite)."""
+  import jax  # pylint: disable=import-outside-toplevel
+  jax.config.update('jax_disable_most_optimizations', False)
+  try:
+    yield
+  finally:
+    jax.config.update('jax_disable_most_optimizations', True)
 
 
 def snapshot(folder, ignore=()):

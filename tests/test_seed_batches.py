@@ -7,6 +7,7 @@ same in all three. The losses may differ in their last bits: a batch's matrix
 products add in another order than one seed's (docs/configuration.md).
 """
 import os
+from types import SimpleNamespace
 
 import jax
 import numpy as np
@@ -17,33 +18,33 @@ from rl import seeds as seeds_lib
 from rl.envs import jax_task
 from rl.metrics import TIMING_KEYS
 from rl.metrics import read_metrics
+from run_helpers import full_optimization
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PPO_JAX = os.path.join(ROOT, 'configs', 'ppo_cartpole_jax.gin')
 BINDINGS = ['train_rl.n_epochs = 1', 'PPO.eval_every = 1', 'PPO.n_eval_episodes = 4']
 SEED = 3
-# What this checks is the claim for the programs users run, compiled with every
-# XLA pass: without most of them (tests/conftest.py) a batch's value estimates
-# already differ from one seed's in their last bits.
-pytestmark = pytest.mark.usefixtures('full_optimization')
 # Computed from the collected data by training: equal up to float rounding.
 LOSS_METRICS = ('loss', 'advantage', 'kl_divergence', 'entropy', 'gradients', 'explained')
 
 
-@pytest.fixture
-def recorded(monkeypatch):
-  """Every rollout's (acting key words, actions) and every batch's initial parameters by seed."""
+@pytest.fixture(scope='module')
+def recorded():
+  """Every rollout's (acting key words, actions) and every batch's initial parameters by seed,
+  recorded under every XLA pass for the module's runs; each run clears them first. (A program
+  with a host callback is not stored in the compilation cache: each run compiles its own.)"""
   rollouts, initial = [], {}
   rollout = jax_task.JaxTask.rollout
+
+  def record(key, actions):
+    rollouts.append((np.asarray(key), np.asarray(actions)))
 
   def recording_rollout(self, act_fn, noise_fn, policy_params, acting, carry, sample_args,
                         n_steps):
     out = rollout(self, act_fn, noise_fn, policy_params, acting, carry, sample_args, n_steps)
     # Under vmap the callback runs once per seed, in no set order: the key tells them apart.
-    jax.debug.callback(lambda key, actions: rollouts.append((np.asarray(key), np.asarray(actions))),
-                       jax.random.key_data(acting.key), out[2].action)
+    jax.debug.callback(record, jax.random.key_data(acting.key), out[2].action)
     return out
-  monkeypatch.setattr(jax_task.JaxTask, 'rollout', recording_rollout)
 
   train_together = seeds_lib.train_together
 
@@ -52,8 +53,15 @@ def recorded(monkeypatch):
       learner = run.learner
       initial[learner.task.seed] = jax.device_get(learner.acting_params)
     return train_together(runs)
-  monkeypatch.setattr(seeds_lib, 'train_together', recording_train_together)
-  return rollouts, initial
+
+  with pytest.MonkeyPatch.context() as patch:
+    patch.setattr(jax_task.JaxTask, 'rollout', recording_rollout)
+    patch.setattr(seeds_lib, 'train_together', recording_train_together)
+    # The claim is for the programs users run, compiled with every XLA pass: without most of
+    # them (tests/conftest.py) a batch's value estimates already differ from one seed's in
+    # their last bits.
+    with full_optimization():
+      yield rollouts, initial
 
 
 def split_metrics(folder):
@@ -63,46 +71,51 @@ def split_metrics(folder):
   return {k: v for k, v in record.items() if k not in losses}, losses
 
 
-def test_seed_3_is_the_same_alone_and_in_two_batches(tmp_path, recorded):
-  rollouts, initial = recorded
-  alone = run_lib.execute([PPO_JAX], BINDINGS, str(tmp_path / 'alone'), SEED)
-  alone_params = jax.device_get(alone.learner.acting_params)
-  (alone_key, alone_actions), = rollouts
+@pytest.fixture(scope='module')
+def alone(tmp_path_factory, recorded):
+  """Seed 3 trained alone: its folder, parameters after the epoch, initial parameters, and its
+  first epoch's acting key and actions; made once for both batches' tests, each of which
+  then compiles only its batch's program."""
+  tmp_path = tmp_path_factory.mktemp('alone')
+  rollouts, _ = recorded
   rollouts.clear()
-  initial_alone = None
+  trainer = run_lib.execute([PPO_JAX], BINDINGS, str(tmp_path / 'alone'), SEED)
+  with run_lib.prepared_run([PPO_JAX], BINDINGS, str(tmp_path / 'fresh'), SEED) as fresh:
+    initial = jax.device_get(fresh.learner.acting_params)
+  (key, actions), = rollouts
+  return SimpleNamespace(folder=tmp_path / 'alone', initial=initial, key=key, actions=actions,
+                         params=jax.device_get(trainer.learner.acting_params))
 
-  for name, seeds in (('last', [0, 1, 2, 3]), ('first', [3, 4, 5, 6])):
-    initial.clear()
-    rollouts.clear()
-    trainers = run_lib.execute_seeds([PPO_JAX], BINDINGS, str(tmp_path / name), seeds)
-    # The initial parameters: each member's own, and seed 3's those of seed 3 alone. The two
-    # batches are of one size, so the second reads the first's program from the compilation
-    # cache: with every XLA pass, each program takes most of this test's time to compile.
-    if initial_alone is None:
-      with run_lib.prepared_run([PPO_JAX], BINDINGS, str(tmp_path / 'fresh'), SEED) as fresh:
-        initial_alone = jax.device_get(fresh.learner.acting_params)
-    jax.tree_util.tree_map(np.testing.assert_array_equal, initial[SEED], initial_alone)
-    other = next(seed for seed in seeds if seed != SEED)
-    assert not all(np.array_equal(a, b) for a, b in zip(jax.tree_util.tree_leaves(initial[other]),
-                                                        jax.tree_util.tree_leaves(initial[SEED])))
-    # The first epoch's collection: the same acting key and the same actions.
-    assert len(rollouts) == len(seeds)
-    mine = [actions for key, actions in rollouts if np.array_equal(key, alone_key)]
-    assert len(mine) == 1
-    np.testing.assert_array_equal(mine[0], alone_actions)
-    # The first epoch's record: collection and evaluation exact, losses to rounding.
-    exact, losses = split_metrics(tmp_path / name / f'seed_{SEED}')
-    alone_exact, alone_losses = split_metrics(tmp_path / 'alone')
-    assert 'eval_return' in exact and losses
-    assert exact == alone_exact
-    assert losses.keys() == alone_losses.keys()
-    for key, value in losses.items():
-      assert value == pytest.approx(alone_losses[key], rel=1e-4, abs=1e-6), key
-    # So do the parameters after the epoch's updates.
-    after = jax.device_get(trainers[seeds.index(SEED)].learner.acting_params)
-    jax.tree_util.tree_map(
-        lambda got, want: np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6),
-        after, alone_params)
+
+@pytest.mark.parametrize('name,seeds', [('last', [0, 1, 2, 3]), ('first', [3, 4, 5, 6])])
+def test_seed_3_is_the_same_alone_and_in_a_batch(tmp_path, recorded, alone, name, seeds):
+  rollouts, initial = recorded
+  rollouts.clear()
+  initial.clear()
+  trainers = run_lib.execute_seeds([PPO_JAX], BINDINGS, str(tmp_path / name), seeds)
+  # The initial parameters: each member's own, and seed 3's those of seed 3 alone.
+  jax.tree_util.tree_map(np.testing.assert_array_equal, initial[SEED], alone.initial)
+  other = next(seed for seed in seeds if seed != SEED)
+  assert not all(np.array_equal(a, b) for a, b in zip(jax.tree_util.tree_leaves(initial[other]),
+                                                      jax.tree_util.tree_leaves(initial[SEED])))
+  # The first epoch's collection: the same acting key and the same actions.
+  assert len(rollouts) == len(seeds)
+  mine = [actions for key, actions in rollouts if np.array_equal(key, alone.key)]
+  assert len(mine) == 1
+  np.testing.assert_array_equal(mine[0], alone.actions)
+  # The first epoch's record: collection and evaluation exact, losses to rounding.
+  exact, losses = split_metrics(tmp_path / name / f'seed_{SEED}')
+  alone_exact, alone_losses = split_metrics(alone.folder)
+  assert 'eval_return' in exact and losses
+  assert exact == alone_exact
+  assert losses.keys() == alone_losses.keys()
+  for key, value in losses.items():
+    assert value == pytest.approx(alone_losses[key], rel=1e-4, abs=1e-6), key
+  # So do the parameters after the epoch's updates.
+  after = jax.device_get(trainers[seeds.index(SEED)].learner.acting_params)
+  jax.tree_util.tree_map(
+      lambda got, want: np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6),
+      after, alone.params)
 
 
 def test_a_seeds_state_read_from_the_batch_is_its_slice_keys_included():
