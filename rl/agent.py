@@ -19,6 +19,7 @@ from rl import config
 from rl import experiment
 from rl import keys
 from rl import run_folder
+from rl import run_settings
 from rl.data.checkpoints import Checkpointer
 from rl.envs.task import RLTask
 from rl.errors import ConfigError
@@ -93,6 +94,7 @@ def rebuild(output_dir, config_path, checkpoint):
   _, arrays, meta = checkpoint
   gin.clear_config()
   config.parse_config([config_path], [])
+  run_settings.configure_compiler(meta)  # the kernels the run trained with
   task = config.construct(RLTask)
   # output_dir=None: a trainer given the folder might write into it.
   learner = config.construct(experiment.train_rl, output_dir=None, task=task).trainer.learner

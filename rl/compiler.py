@@ -3,10 +3,11 @@
 Every program the runner compiles goes through `jit`, so a run's numbers
 depend on its config alone, not on which code path built a program.
 `compiler.fast_compile` (gin) picks XLA's elemental CPU emitters, which
-compile faster and run slower than its fusion emitters: the short
-classic-control runs keep it, the long runs' configs turn it off
-(docs/performance.md). The emitters round some fused reductions differently,
-so the binding is part of what a seed's numbers are.
+compile faster and run slower than its fusion emitters; left unset, the run's
+length picks: long runs compile with the fusion emitters, short ones with the
+elemental ones (docs/performance.md). The emitters round some fused
+reductions differently, so the choice is part of what a seed's numbers are,
+and a resumed run keeps the one it started with.
 
 JAX takes compiler options only on a top-level jit: small helpers that also
 run inside the runner's programs keep plain `jax.jit` and, inlined, take the
@@ -32,17 +33,57 @@ _options = dict(FAST_COMPILE_OPTIONS)
 _options_key = tuple(sorted(_options.items()))
 
 
-@configurable('compiler')
-def configure(fast_compile=True):
+# With compiler.fast_compile unset, a run of at least this many env steps a seed compiles
+# with the fusion emitters, by whether its envs are JAX-native. A JAX-native epoch is one
+# program, which they speed up enough to pay for their extra compiling within some 50,000
+# env steps; on host envs stepping the envs takes most of an epoch, and the shipped
+# classic-control configs (up to 500,000 env steps) keep the elemental emitters their
+# recorded results were made with (docs/performance.md).
+LONG_RUN_ENV_STEPS = {True: 100_000, False: 1_000_000}
+
+# Whether the options were chosen from the run's length (compiler.fast_compile unset).
+_chosen_by_length = True
+
+
+@configurable('compiler', denylist=['env_steps', 'jax_native'])
+def configure(fast_compile=None, env_steps=None, jax_native=False):
   """Sets the options every program made by `jit` compiles with from now on.
 
   Args:
     fast_compile: True: XLA's elemental CPU emitters (programs compile
-      faster, run slower: short runs); False: its fusion emitters (long runs).
+      faster, run slower: short runs); False: its fusion emitters (long
+      runs); None: chosen from the run's length, False for a run of at least
+      LONG_RUN_ENV_STEPS env steps a seed (100,000 on JAX-native envs,
+      1,000,000 on host envs), else True.
+    env_steps: the run's env steps a seed (None: not known, a short run).
+    jax_native: whether the run's envs are JAX-native.
+
+  Returns:
+    The choice made (fast_compile as a bool).
   """
+  global _chosen_by_length  # pylint: disable=global-statement
+  _chosen_by_length = fast_compile is None
+  if fast_compile is None:
+    fast_compile = env_steps is None or env_steps < LONG_RUN_ENV_STEPS[bool(jax_native)]
+  use(fast_compile)
+  return bool(fast_compile)
+
+
+def use(fast_compile):
+  """Compiles with the elemental (True) or the fusion (False) emitters from now on."""
   global _options, _options_key  # pylint: disable=global-statement
   _options = dict(FAST_COMPILE_OPTIONS if fast_compile else FAST_RUN_OPTIONS)
   _options_key = tuple(sorted(_options.items()))
+
+
+def fast_compile():
+  """Whether programs compile with the elemental emitters now."""
+  return _options == FAST_COMPILE_OPTIONS
+
+
+def chosen_by_length():
+  """Whether the last `configure` chose from the run's length (compiler.fast_compile unset)."""
+  return _chosen_by_length
 
 
 def options():

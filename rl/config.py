@@ -258,16 +258,23 @@ def first_sentence(text):
   return ' '.join(text.split())[:400]
 
 
-def configured_env():
-  """RLTask.env as the parsed config binds it (through a macro too); None when unbound
-  or bound to something else (RLTask then says what is wrong)."""
+def bound_value(key):
+  """The value the parsed config binds `key` to (through a macro too); None when unbound."""
   try:
-    value = gin.query_parameter('RLTask.env')
+    value = gin.query_parameter(key)
   except ValueError:
     return None
   if isinstance(value, gin.config.ConfigurableReference) and value.configurable.name == 'macro':
     value = value.scoped_configurable_fn()  # a macro's value; nothing else is called
+  return value
+
+
+def configured_env():
+  """RLTask.env as the parsed config binds it (through a macro too); None when unbound
+  or bound to something else (RLTask then says what is wrong)."""
+  value = bound_value('RLTask.env')
   return value if isinstance(value, str) else None
+
 
 
 def config_bindings(config_str):

@@ -23,14 +23,13 @@ import gin
 from rl import compiler
 from rl import config
 from rl import console
-from rl import cpu_client
 from rl import errors
 from rl import overridden
 from rl import registrations  # pylint: disable=unused-import  (every configurable)
 from rl import run_folder
+from rl import run_settings
 from rl.configurables import configurable
 from rl.data.checkpoints import Checkpointer
-from rl.envs import gymnax_envs as jax_envs
 from rl.envs.task import RLTask
 from rl.errors import ConfigError
 from rl.errors import Interrupted
@@ -111,6 +110,7 @@ class PreparedRun:
   def save(self):
     arrays, meta = self.learner.state_dict()
     meta['config'] = self.full_config
+    meta['fast_compile'] = compiler.fast_compile()  # a resume compiles as the run started
     self.checkpointer.save(self.learner.epoch, arrays, meta)
 
   def log_epoch(self, line, quiet=False, progress=False):
@@ -168,21 +168,6 @@ class PreparedRun:
       self.log.info(console.next_steps(self.output_dir))
 
 
-def configure(config_files, bindings, seed=None):
-  """Parses the config and sets up what every program of the run compiles and runs with."""
-  gin.clear_config()
-  bindings = list(bindings)
-  if seed is not None:
-    bindings.append(f'RLTask.seed = {int(seed)}')
-  config.parse_config(config_files, bindings)
-  # Which kernels every program of the run compiles to (`compiler.fast_compile`).
-  config.construct(compiler.configure)
-  # Before the process's first computation: runs on host envs read each policy
-  # call at once, so they dispatch inline; XLA gets `cpu_threads.host_cores`' cores.
-  cpu_client.configure(inline=not jax_envs.is_jax_env(config.configured_env()),
-                       host_cores=config.construct(cpu_client.host_cores_setting))
-
-
 def restore(run, output_dir, checkpoint, full_config, allow_config_change, from_saved_config):
   """Brings a fresh run to the state of the folder's newest `checkpoint` (None: to its start).
 
@@ -209,6 +194,8 @@ def restore(run, output_dir, checkpoint, full_config, allow_config_change, from_
     raise ConfigError(
         f"train_rl.n_epochs ({run.n_epochs}) is lower than the {meta['epoch']} epochs "
         f"already finished in '{output_dir}'; raise n_epochs or use another --output_dir.")
+  # The programs built so far made the initial state, which the checkpoint replaces.
+  run_settings.keep_started_kernels(meta)
   try:
     learner.load_state_dict(arrays, meta)
   except (ValueError, KeyError, TypeError) as e:
@@ -232,7 +219,7 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
   from_saved_config = not config_files
   if from_saved_config:
     config_files = [run_folder.saved_config(output_dir)]
-  configure(config_files, bindings, seed)
+  run_settings.configure(config_files, bindings, seed)
   if output_dir is None:
     output_dir = run_folder.default_output_dir(config_files)
   run_folder.check_output_dir(output_dir)

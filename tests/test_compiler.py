@@ -153,3 +153,37 @@ def test_a_run_compiles_with_the_options_its_config_binds(tmp_path):
         pass
   finally:
     compiler.configure()
+
+
+def test_unset_the_runs_length_chooses_the_kernels():
+  try:
+    # JAX-native envs from 100,000 env steps a seed, host envs from 1,000,000; unknown: short.
+    for env_steps, jax_native, fast in ((99_999, True, True), (100_000, True, False),
+                                        (999_999, False, True), (1_000_000, False, False),
+                                        (None, True, True)):
+      assert compiler.configure(env_steps=env_steps, jax_native=jax_native) is fast
+      assert compiler.fast_compile() is fast and compiler.chosen_by_length()
+      assert compiler.options() == (compiler.FAST_COMPILE_OPTIONS if fast
+                                    else compiler.FAST_RUN_OPTIONS)
+    # A binding stands over the length.
+    assert compiler.configure(fast_compile=True, env_steps=10 ** 7, jax_native=True) is True
+    assert not compiler.chosen_by_length()
+  finally:
+    compiler.configure()
+
+
+def test_a_run_extended_past_the_length_that_chose_keeps_its_kernels(tmp_path):
+  from rl import experiment as run  # pylint: disable=import-outside-toplevel
+  from run_helpers import PPO_JAX  # pylint: disable=import-outside-toplevel
+  # ppo_cartpole_jax: 256 env steps an epoch, so 391 epochs are 100,096 env steps.
+  try:
+    with run.prepared_run([PPO_JAX], ['train_rl.n_epochs = 0'], str(tmp_path / 'run')) as prepared:
+      assert compiler.options() == compiler.FAST_COMPILE_OPTIONS
+      prepared.save()
+    with run.prepared_run([PPO_JAX], ['train_rl.n_epochs = 391'], str(tmp_path / 'long')):
+      assert compiler.options() == compiler.FAST_RUN_OPTIONS
+    # The short run resumed with the long run's epochs compiles as it started.
+    with run.prepared_run([PPO_JAX], ['train_rl.n_epochs = 391'], str(tmp_path / 'run')):
+      assert compiler.options() == compiler.FAST_COMPILE_OPTIONS
+  finally:
+    compiler.configure()
