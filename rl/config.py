@@ -276,7 +276,6 @@ def configured_env():
   return value if isinstance(value, str) else None
 
 
-
 def config_bindings(config_str):
   """{'selector.param': 'value'} of a gin config string (one binding a line)."""
   bindings = {}
