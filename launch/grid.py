@@ -3,7 +3,6 @@
 A sweep file maps gin binding names to lists of values; `expand` makes every
 combination, times every seed, into runs (launch.sweep runs them).
 """
-import hashlib
 import itertools
 import re
 
@@ -11,14 +10,13 @@ import yaml
 
 from launch.errors import SweepError
 from rl.envs.task import MAX_SEED
+# The folder names of grid points and the gin text of values, shared with rl.run --grid.
+from rl.grid import MAX_NAME  # noqa: F401  (tests read it from here)
+from rl.grid import gin_value
+from rl.grid import is_traceable
+from rl.grid import point_name
 
 SEED_BINDING = 'RLTask.seed'
-# Characters kept in folder names; the rest become '_' so names are safe in
-# shells and on every filesystem.
-_UNSAFE = re.compile(r'[^A-Za-z0-9._+-]')
-# Filesystems cap a name at 255 bytes; longer grid-point names are cut and
-# keep a hash of the full name so they stay distinct.
-MAX_NAME = 200
 
 # -- the grid -----------------------------------------------------------------------
 
@@ -76,32 +74,6 @@ def load_sweep(path):
     raise SweepError(f"sweep file '{path}': {e}") from None
 
 
-def gin_value(value):
-  """`value` as gin source text: strings quoted, numbers as is, lists as tuples."""
-  if isinstance(value, str) and value[:1] in ('@', '%'):
-    return value  # a reference or macro would stop being one inside quotes
-  if isinstance(value, (list, tuple)):
-    return '(' + ''.join(gin_value(v) + ', ' for v in value).rstrip(' ') + ')'
-  return repr(value)
-
-
-def _name_text(value):
-  """The readable text of a value in a folder name: strings without their quotes."""
-  if isinstance(value, (list, tuple)):
-    return 'x'.join(_name_text(v) for v in value)
-  return value if isinstance(value, str) else repr(value)
-
-
-def point_name(bindings):
-  """The folder name of one grid point, e.g. 'RLTask.gamma=0.95,RLTask.n_envs=4'."""
-  name = ','.join(f'{_UNSAFE.sub("_", k)}={_UNSAFE.sub("_", _name_text(v))}'
-                  for k, v in sorted(bindings.items()))
-  if len(name) > MAX_NAME:
-    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
-    name = f'{name[:MAX_NAME - 13]}~{digest}'
-  return name
-
-
 def expand(sweep, seeds):
   """Every grid point x seed, in a fixed order, as dicts: folder, bindings, seed.
 
@@ -127,6 +99,12 @@ def expand(sweep, seeds):
 def point_of(run):
   """The grid point folder of a run, e.g. 'RLTask.gamma=0.95' of 'RLTask.gamma=0.95/seed_0'."""
   return run['folder'].rpartition('/')[0]
+
+
+def program_of(run):
+  """The name of what a JAX-native run's compiled program depends on: its bindings but the
+  float hyperparameters that a grid varies inside one program (rl.grid.TRACEABLE)."""
+  return point_name({k: v for k, v in run['bindings'].items() if not is_traceable(k)})
 
 
 def gin_bindings(bindings):

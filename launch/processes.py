@@ -26,13 +26,14 @@ SINGLE_THREAD_ENV = {
 
 
 def rl_run_command(config_files, output_dir, seed, bindings=(), allow_config_change=False,
-                   compilation_cache_dir=None, seeds=None):
+                   compilation_cache_dir=None, seeds=None, grid=None):
   """`python -m rl.run` with absolute paths (children run from the repo root).
 
   compilation_cache_dir: rl.run's --compilation_cache_dir ('' for none); None
   leaves it out, so the child's RL_COMPILATION_CACHE_DIR or default applies.
   seeds: several seeds for one process (rl.run's --seeds; `seed` must then be
-  None): each runs in <output_dir>/seed_<n>.
+  None): each runs in <output_dir>/seed_<n>. grid: {binding name: [values]}, rl.run's
+  --grid flags: every cell times every seed runs in <output_dir>/<cell>/seed_<n>.
   """
   if seeds is not None:
     if seed is not None:
@@ -47,6 +48,7 @@ def rl_run_command(config_files, output_dir, seed, bindings=(), allow_config_cha
     command.append('--allow_config_change')
   if compilation_cache_dir is not None:
     command.append(f'--compilation_cache_dir={compilation_cache_dir}')
+  command += [f'--grid={name}={list(values)!r}' for name, values in (grid or {}).items()]
   return command + [f'--config={binding}' for binding in bindings]
 
 
@@ -78,7 +80,8 @@ def last_line(text):
 
 
 def run_rl_logged(config_files, output_dir, seed, bindings, log_path, started=None,
-                  allow_config_change=False, compilation_cache_dir=None, seeds=None):
+                  allow_config_change=False, compilation_cache_dir=None, seeds=None,
+                  grid=None):
   """Runs `python -m rl.run` to its end; returns None if it finished, else its error line.
 
   The command is built here, where it runs (on a Ray node that is the node's
@@ -88,10 +91,11 @@ def run_rl_logged(config_files, output_dir, seed, bindings, log_path, started=No
   appended to, after a line with the date and the command, so a rerun that
   resumes the run keeps the earlier invocations' output. `started` is called
   with the Popen once the child runs, so a caller can stop it. With `seeds`
-  (and seed None) one rl.run trains them all, into <output_dir>/seed_<n>.
+  (and seed None) one rl.run trains them all, into <output_dir>/seed_<n>, and with
+  `grid` too every cell of it (rl_run_command).
   """
   command = rl_run_command(config_files, output_dir, seed, bindings, allow_config_change,
-                           compilation_cache_dir, seeds)
+                           compilation_cache_dir, seeds, grid)
   os.makedirs(os.path.dirname(log_path), exist_ok=True)
   with open(log_path, 'a') as log:
     now = datetime.datetime.now().astimezone().isoformat(timespec='seconds')

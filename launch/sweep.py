@@ -29,6 +29,10 @@ lists one run per seed; when the point's process fails, every seed it ran is
 'failed' with its error line (and 'interrupted' when it is cut short).
 Seeds finished before are skipped as below; the point's other seeds run
 together in one process, and a point whose seeds all finished starts none.
+JAX-native points that differ only in float hyperparameters of
+rl.grid.TRACEABLE run as ONE `python -m rl.run --grid=... --seeds=...` into the
+sweep folder, which writes the same <point>/seed_<n> folders and appends to
+grid_<the points' other bindings>.log there (launch.runner.grid_programs).
 --parallel (and Ray's per-task --ray_num_cpus/--ray_num_gpus) count
 processes: such a point takes one slot, one Ray task, for all its seeds.
 

@@ -94,15 +94,18 @@ def elapsed(seconds):
   return f'{h}:{m:02d}:{s:02d}' if h else f'{m}:{s:02d}'
 
 
-def opening_line(config_files, n_bindings, output_dir, seeds=None):
+def opening_line(config_files, n_bindings, output_dir, seeds=None, grid=()):
   """The line rl.run prints as it starts, before JAX is imported: the config and the folder.
 
-  seeds: the --seeds text, if given.
+  seeds: the --seeds text, if given; grid: the --grid texts.
   """
   source = ', '.join(config_files) if config_files else f'the config saved in {output_dir}'
   if n_bindings:
     source += f' with {plural(n_bindings, "binding")}'
   what = f'seeds {seeds} of ' if seeds else ''
+  if grid:
+    names = ', '.join(text.partition('=')[0].strip() for text in grid)
+    what = f'a grid over {names}, {what or "of "}'
   return f'rl.run: {what}{source} -> {output_dir}; importing JAX ...'
 
 

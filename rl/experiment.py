@@ -5,7 +5,7 @@ checks that the folder can take the run (rl.run_folder), resumes from the
 folder's last checkpoint if there is one, and trains to `train_rl.n_epochs`.
 Everything that can be wrong with the input is found before the first write
 to the folder. `execute_seeds` does the same for several seeds of one config
-(rl.seeds). Ctrl-C and a non-finite loss end a run with one line that says
+and the cells of a grid (rl.members). Ctrl-C and a non-finite loss end a run with one line that says
 where it stopped and what a rerun does; so does a write that fails (a full
 disk), which leaves the last good checkpoint for the rerun.
 
@@ -207,14 +207,15 @@ def restore(run, output_dir, checkpoint, full_config, allow_config_change, from_
 
 @contextlib.contextmanager
 def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_config_change=False,
-                 log_prefix=''):
+                 log_prefix='', check=None):
   """Parses the config, builds and resumes one run; yields its PreparedRun.
 
   Without `config_files`, the run in `output_dir` resumes from its saved
   config. Everything that can be wrong is checked before the folder is
   written to; the folder stays locked until the context exits, which closes
   the run's writer, checkpointer and envs. log_prefix: put before every
-  console line (several runs in one process).
+  console line (several runs in one process). check: called with the learner
+  before the folder is written (a job's own checks, rl.members).
   """
   from_saved_config = not config_files
   if from_saved_config:
@@ -231,6 +232,8 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
   console_settings = config.construct(console.console_settings)
   unused = config.unused_bindings()  # once every configurable of the run is called
   overridden.check_run()
+  if check is not None:
+    check(learner)
 
   os.makedirs(output_dir, exist_ok=True)
   with run_folder.folder_lock(output_dir):
@@ -290,71 +293,14 @@ def train(prepared):
     prepared.checkpointer.wait()  # the last checkpoint is on disk before the run says done
 
 
-def execute_seeds(config_files, bindings, output_dir, seeds, allow_config_change=False):
-  """Runs `seeds` of one config, each in its own folder <output_dir>/seed_<n>.
-
-  On JAX-native envs the seeds train together, vmapped in one compiled call
-  per epoch (rl.seeds); on gymnasium envs one after the other. Each folder is
-  an ordinary run: it resumes, and rl.evaluate and rl.report read it.
-  Returns the trainers.
+def execute_seeds(config_files, bindings, output_dir, seeds, allow_config_change=False,
+                  grid=None):
+  """Runs `seeds` of one config, each in its own folder <output_dir>/seed_<n>, and with
+  `grid` ({binding: [values]}) every cell of it times every seed, in
+  <output_dir>/<cell>/seed_<n> (rl.members). Returns the trainers.
   """
-  from rl import seeds as seeds_lib  # pylint: disable=import-outside-toplevel
-  if output_dir is None:
-    if not config_files:
-      raise ConfigError('give --config_file=<file.gin> or the --output_dir of the seeds.')
-    output_dir = run_folder.default_output_dir(config_files)
-  run_folder.check_seeds_parent(output_dir)
-  throttle = None
-
-  def prepared(seed):
-    folder = run_folder.seed_folder(output_dir, seed)
-    files = config_files or [run_folder.saved_config(folder)]
-    return prepared_run(files, bindings, folder, seed, allow_config_change,
-                        log_prefix=f'seed {seed}: ')
-
-  def share_throttle(prepared_runs):
-    nonlocal throttle
-    if throttle is None:
-      settings = prepared_runs[0].console
-      throttle = console.Throttle(settings['every_seconds'], settings['verbose'])
-    for run in prepared_runs:
-      run.throttle = throttle
-
-  # A seed's folder is made when it starts: on JAX-native envs all of them
-  # start together, in one batch; on gymnasium envs each when the one before
-  # it is done.
-  with prepared(seeds[0]) as first:
-    batched = first.learner.task.jax_native
-    runs = [first]
-    if batched:
-      with contextlib.ExitStack() as stack:
-        runs += [stack.enter_context(prepared(seed)) for seed in seeds[1:]]
-        share_throttle(runs)
-        seeds_lib.train_together(runs)
-    else:
-      # The seeds not yet started are counted as whole runs in the time
-      # left (their folders, and so how far each got, are read when they start).
-      options = first.learner.options
-      whole = time_left.epochs_left(0, first.run.n_epochs, options.eval_every,
-                                    options.n_eval_episodes)
-      share_throttle(runs)
-      first.later = tuple(n * (len(seeds) - 1) for n in whole)
-      train(first)
-      first.log_done(next_steps=False)
-  if batched:
-    for run in runs:
-      run.log_done(next_steps=False)
-  else:
-    for i, seed in enumerate(seeds[1:], start=2):
-      with prepared(seed) as run:
-        share_throttle([run])
-        run.later = tuple(n * (len(seeds) - i) for n in whole)
-        train(run)
-        run.log_done(next_steps=False)
-      runs.append(run)
-  if runs[0].run.n_epochs:
-    print(console.next_steps(runs[0].output_dir, output_dir), flush=True)
-  return [run.trainer for run in runs]
+  from rl import members  # pylint: disable=import-outside-toplevel
+  return members.execute(config_files, bindings, output_dir, seeds, allow_config_change, grid)
 
 
 def mark_time(event):

@@ -56,6 +56,12 @@ def define_flags(flag_values):
                       'folder <output_dir>/seed_<n> each. On JAX-native envs (gymnax:) they '
                       'train together, vmapped in one compiled call per epoch; on gymnasium '
                       'envs one after the other.', **define)
+  flags.DEFINE_multi_string('grid', [], "A grid of float hyperparameters and their values, "
+                            "e.g. 'PPO.epsilon=[0.1, 0.2]' (repeat it for more): every cell "
+                            'times every seed is an ordinary run folder <output_dir>/<cell>/'
+                            'seed_<n>. On JAX-native envs (gymnax:) they train together in one '
+                            'compiled program; on gymnasium envs one after the other '
+                            '(docs/grids.md).', **define)
   flags.DEFINE_bool('verbose', False, 'Print every epoch\'s line (the same as --config '
                     "'console.verbose = True'); by default the console shows the first and "
                     'last epoch, every evaluating epoch and otherwise one line every '
@@ -106,7 +112,8 @@ def opening_line():
   if output_dir is None and FLAGS.config_file:
     output_dir = run_folder.default_output_dir(FLAGS.config_file)
   n_bindings = len(FLAGS.config) + (FLAGS.seed is not None)
-  return console.opening_line(FLAGS.config_file, n_bindings, output_dir, FLAGS.seeds)
+  return console.opening_line(FLAGS.config_file, n_bindings, output_dir, FLAGS.seeds,
+                              FLAGS.grid)
 
 
 def main(argv):
@@ -126,12 +133,17 @@ def main(argv):
   compilation_cache.configure(FLAGS.compilation_cache_dir, 'rl.run')
   termination.stop_on_sigterm()
   try:
-    if FLAGS.seeds is not None:
-      if FLAGS.seed is not None:
+    if FLAGS.seeds is not None or FLAGS.grid:
+      if FLAGS.seed is not None and FLAGS.seeds is not None:
         raise ConfigError('give --seed or --seeds, not both.')
-      from rl.seeds import parse_seeds  # pylint: disable=import-outside-toplevel
-      experiment.execute_seeds(FLAGS.config_file, bindings, FLAGS.output_dir,
-                               parse_seeds(FLAGS.seeds), FLAGS.allow_config_change)
+      # pylint: disable=import-outside-toplevel
+      from rl.grid import parse_grid
+      from rl.seeds import parse_seeds
+      grid = parse_grid(FLAGS.grid)
+      seeds = (parse_seeds(FLAGS.seeds) if FLAGS.seeds is not None
+               else None if FLAGS.seed is None else [FLAGS.seed])
+      experiment.execute_seeds(FLAGS.config_file, bindings, FLAGS.output_dir, seeds,
+                               FLAGS.allow_config_change, grid)
     else:
       experiment.execute(FLAGS.config_file, bindings, FLAGS.output_dir, FLAGS.seed,
                          FLAGS.allow_config_change)

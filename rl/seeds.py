@@ -26,6 +26,7 @@ from rl import compiler
 from rl import keys
 from rl import metrics as metrics_lib
 from rl import termination
+from rl import traced_values
 from rl.envs.task import MAX_SEED
 from rl.errors import ConfigError
 from rl.errors import Interrupted
@@ -185,15 +186,29 @@ class Seeds:
   """A batch's side of rl.learner.look_ahead.LookAhead: the epochs' program vmapped over the
   seeds, their states stacked on the device from one call to the next, the evaluation
   played together (`together`: several seeds that evaluate), and each seed's state read
-  back only for an epoch whose booking reads it."""
+  back only for an epoch whose booking reads it.
 
-  def __init__(self, learners, together):
+  values: a grid's {binding name: [each member's value]} (rl.grid), inputs of
+  the program traced where the epoch reads them (rl.traced_values); None or
+  {} for seeds of one config.
+  """
+
+  def __init__(self, learners, together, values=None):
     lead = learners[0]
     self.learners = learners
     self.together = together
-    self.program = compiler.jit(jax.vmap(
-        look_ahead.epochs_program(lead.jax_epoch, lead.jax_epoch_steps),
-        in_axes=(0, 0, 0, 0, None)))
+    run = look_ahead.epochs_program(lead.jax_epoch, lead.jax_epoch_steps)
+    if values:
+      lead_values = {name: v[0] for name, v in values.items()}
+
+      def run_traced(state, carry, sample_args, epochs, n, traced):
+        with traced_values.tracing(traced, lead_values):
+          return run(state, carry, sample_args, epochs, n)
+      program = compiler.jit(jax.vmap(run_traced, in_axes=(0, 0, 0, 0, None, 0)))
+      stacked = {name: np.asarray(v, np.float32) for name, v in values.items()}
+      self.program = lambda *args: program(*args, stacked)
+    else:
+      self.program = compiler.jit(jax.vmap(run, in_axes=(0, 0, 0, 0, None)))
     self._stacked = None
     self._states = None  # (Read, the batch's states read back at its last epoch)
 
@@ -230,8 +245,9 @@ class Seeds:
     return state + jax.tree_util.tree_map(lambda x: x[i][j], read.host)
 
 
-def train_together(runs):
-  """Trains PreparedRuns (rl.experiment) of one config and different seeds, vmapped (module doc)."""
+def train_together(runs, values=None):
+  """Trains PreparedRuns (rl.experiment) of one config and different seeds, vmapped (module
+  doc); values: a grid's {binding name: [each run's value]} (Seeds)."""
   trainers = [r.learner for r in runs]
   lead = trainers[0]
   # The seeds share one acting function and one evaluation program: their
@@ -242,14 +258,18 @@ def train_together(runs):
   together = len(trainers) > 1 and bool(lead.options.n_eval_episodes)
   for trainer in trainers:
     trainer.evaluates_alone = not together
-  batch = Seeds(trainers, together)
+  batch = Seeds(trainers, together, values)
   ahead = look_ahead.LookAhead(batch, calls_ahead=CALLS_AHEAD)
   loops = [r.epoch_loop() for r in runs]
   current_run = runs[0]
 
+  # The folder that holds every run of the job (seed_<n>, or <cell>/seed_<n> of a grid).
+  parent = (os.path.commonpath([r.output_dir for r in runs]) if len(runs) > 1
+            else os.path.dirname(runs[0].output_dir))
+
   def interrupted():
-    stops = {os.path.basename(r.output_dir): r.stopped_at() for r in runs}
-    return Interrupted(interrupted_message(os.path.dirname(runs[0].output_dir), stops))
+    stops = {os.path.relpath(r.output_dir, parent): r.stopped_at() for r in runs}
+    return Interrupted(interrupted_message(parent, stops))
   try:
     with one_line_errors(lambda: current_run, interrupted), \
         termination.epoch_finishes_first():

@@ -48,11 +48,11 @@ def recorded():
 
   train_together = seeds_lib.train_together
 
-  def recording_train_together(runs):
+  def recording_train_together(runs, values=None):
     for run in runs:
       learner = run.learner
       initial[learner.task.seed] = jax.device_get(learner.acting_params)
-    return train_together(runs)
+    return train_together(runs, values)
 
   with pytest.MonkeyPatch.context() as patch:
     patch.setattr(jax_task.JaxTask, 'rollout', recording_rollout)

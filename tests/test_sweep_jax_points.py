@@ -1,4 +1,5 @@
-"""JAX-native grid points: a sweep runs one rl.run --seeds per point, not one per seed.
+"""JAX-native grid points: a sweep runs one rl.run --seeds per point, not one per seed, and
+one rl.run --grid for points that differ only in float hyperparameters (rl.grid).
 
 Which points are JAX-native comes from each point's parsed config (the grid,
 the config file or a macro); a recording backend shows one job for such a
@@ -81,29 +82,57 @@ def test_a_grid_over_the_env_groups_only_the_jax_native_points_seeds(tmp_path):
 
 
 def test_a_jax_native_point_runs_only_its_unfinished_seeds_and_fails_them_together(tmp_path):
-  runs = grid.expand({'PPO.epsilon': [0.1, 0.2]}, [0, 1, 2])
-  together = {'PPO.epsilon=0.1', 'PPO.epsilon=0.2'}
-  skipped = {'PPO.epsilon=0.1/seed_1', 'PPO.epsilon=0.2/seed_0', 'PPO.epsilon=0.2/seed_1',
-             'PPO.epsilon=0.2/seed_2'}
-  backend = RecordingBackend(fail=['PPO.epsilon=0.1'])
+  runs = grid.expand({'train_rl.checkpoint_every': [1, 2]}, [0, 1, 2])
+  one, two = 'train_rl.checkpoint_every=1', 'train_rl.checkpoint_every=2'
+  together = {one, two}
+  skipped = {f'{one}/seed_1', f'{two}/seed_0', f'{two}/seed_1', f'{two}/seed_2'}
+  backend = RecordingBackend(fail=[one])
   done = runner.run_sweep(runs, [PPO_JAX], [], str(tmp_path), backend, skipped=skipped,
-                             together=together)
+                          together=together)
   # One process for the point with seeds left, with only those; none for the finished point.
   assert [(os.path.basename(j['output_dir']), j['seeds']) for j in backend.jobs] == [
-      ('PPO.epsilon=0.1', [0, 2])]
+      (one, [0, 2])]
   assert processes_command(backend.jobs[0]).count('--seeds=0,2') == 1
   status = {r['folder']: (r['status'], r.get('error')) for r in done}
-  assert status['PPO.epsilon=0.1/seed_0'] == ('failed', 'rl.run: error: boom')
-  assert status['PPO.epsilon=0.1/seed_2'] == ('failed', 'rl.run: error: boom')
-  assert status['PPO.epsilon=0.1/seed_1'] == ('finished', None)
-  assert all(s == ('finished', None) for f, s in status.items() if f.startswith('PPO.epsilon=0.2'))
+  assert status[f'{one}/seed_0'] == ('failed', 'rl.run: error: boom')
+  assert status[f'{one}/seed_2'] == ('failed', 'rl.run: error: boom')
+  assert status[f'{one}/seed_1'] == ('finished', None)
+  assert all(s == ('finished', None) for f, s in status.items() if f.startswith(two))
+
+
+def test_jax_native_points_that_differ_in_float_hyperparameters_run_as_one_grid(tmp_path):
+  """Per program (the bindings but rl.grid.TRACEABLE's): one rl.run --grid, whose member
+  folders are the sweep's own."""
+  from rl import grid as rl_grid  # pylint: disable=import-outside-toplevel
+  from rl import members  # pylint: disable=import-outside-toplevel
+  sweep = {'PPO.epsilon': [0.2, 0.1], 'RLTask.n_envs': [4, 8], 'RLTask.env': ['gymnax:X-v1']}
+  runs = grid.expand(sweep, [0, 1])
+  together = {grid.point_of(r) for r in runs}
+  backend = RecordingBackend()
+  out = tmp_path / 'sweep'
+  done = runner.run_sweep(runs, [PPO_JAX], ['X.y = 1'], str(out), backend, together=together)
+  assert [(j['output_dir'], j['seeds'], j['grid'], os.path.relpath(j['log_path'], out),
+           j['bindings']) for j in backend.jobs] == [
+      (str(out), [0, 1], {'PPO.epsilon': [0.2, 0.1], 'RLTask.env': ['gymnax:X-v1'],
+                          'RLTask.n_envs': [n]},
+       f'grid_RLTask.env=gymnax_X-v1,RLTask.n_envs={n}.log', ['X.y = 1']) for n in (4, 8)]
+  command = processes_command(backend.jobs[0])
+  assert "--grid=PPO.epsilon=[0.2, 0.1]" in command and '--seeds=0,1' in command
+  # rl.run --grid puts each member where the sweep lists it.
+  flags = [c[len('--grid='):] for c in command if c.startswith('--grid=')]
+  folders = [os.path.relpath(m.folder, out)
+             for m in members.members_of(str(out), [0, 1], rl_grid.parse_grid(flags))]
+  assert sorted(folders) == sorted(r['folder'] for r in runs if "n_envs=4" in r['folder'])
+  assert {r['log'] for r in done if 'n_envs=8' in r['folder']} == {
+      'grid_RLTask.env=gymnax_X-v1,RLTask.n_envs=8.log'}
+  assert [r['status'] for r in done] == ['finished'] * 8
 
 
 def processes_command(job):
   from launch import processes  # pylint: disable=import-outside-toplevel
   return processes.rl_run_command(job['config_files'], job['output_dir'], job['seed'],
                                   job['bindings'], job['allow_config_change'],
-                                  job['compilation_cache_dir'], job['seeds'])
+                                  job['compilation_cache_dir'], job['seeds'], job.get('grid'))
 
 
 # End to end (about a minute of CPU, compiling two JAX-native runs): `-m slow`.

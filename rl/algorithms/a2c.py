@@ -27,4 +27,4 @@ class A2C(ActorCriticTrainer):
   def objective(self, terms, extra):
     del extra
     return losses.a2c_loss(terms.log_probs, terms.advantages, terms.entropy, terms.mask,
-                           self.entropy_coeff), {}
+                           self.traced('entropy_coeff', self.entropy_coeff)), {}

@@ -207,7 +207,7 @@ class ActorCriticJointTrainer(RLTrainer):
     t = self._terms(self.joint_net.model.apply(variables, batch.observation), batch)
     mask = t['mask']
     scale = self._value_scale
-    value_loss = self._value_loss_coeff * masked_mean(
+    value_loss = self.traced('value_loss_coeff', self._value_loss_coeff) * masked_mean(
         (t['values'] / scale - t['targets'] / scale) ** 2, mask)
     policy_loss, policy_metrics = self.objective(t, extra)
     loss = policy_loss + value_loss
@@ -270,11 +270,13 @@ class PPOJoint(ActorCriticJointTrainer):
 
   def objective(self, t, extra):
     del extra
+    epsilon = self.traced('epsilon', self.epsilon)
+    entropy_coeff = self.traced('entropy_coeff', self.entropy_coeff)
     loss = ppo_loss(t['log_probs'], t['old_log_probs'], t['normalized'], t['entropy'],
-                    t['mask'], self.epsilon, self.entropy_coeff)
+                    t['mask'], epsilon, entropy_coeff)
     return loss, {
-        'entropy_loss': self.entropy_coeff * masked_mean(t['entropy'], t['mask']),
-        **ppo_diagnostics(t['log_probs'], t['old_log_probs'], t['mask'], self.epsilon)}
+        'entropy_loss': entropy_coeff * masked_mean(t['entropy'], t['mask']),
+        **ppo_diagnostics(t['log_probs'], t['old_log_probs'], t['mask'], epsilon)}
 
 
 @configurable(denylist=['task', 'output_dir'])
@@ -295,10 +297,10 @@ class A2CJoint(ActorCriticJointTrainer):
 
   def objective(self, t, extra):
     del extra
+    entropy_coeff = self.traced('entropy_coeff', self.entropy_coeff)
     loss = losses.a2c_loss(t['log_probs'], t['normalized'], t['entropy'], t['mask'],
-                           self.entropy_coeff)
-    return loss, {
-        'entropy_loss': self.entropy_coeff * masked_mean(t['entropy'], t['mask'])}
+                           entropy_coeff)
+    return loss, {'entropy_loss': entropy_coeff * masked_mean(t['entropy'], t['mask'])}
 
 
 @configurable(denylist=['task', 'output_dir'])

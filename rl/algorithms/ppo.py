@@ -61,6 +61,7 @@ class PPO(ActorCriticTrainer):
 
   def objective(self, terms, extra):
     del extra
+    epsilon = self.traced('epsilon', self.epsilon)
     loss = ppo_loss(terms.log_probs, terms.old_log_probs, terms.advantages, terms.entropy,
-                    terms.mask, self.epsilon, self.entropy_coeff)
-    return loss, ppo_diagnostics(terms.log_probs, terms.old_log_probs, terms.mask, self.epsilon)
+                    terms.mask, epsilon, self.traced('entropy_coeff', self.entropy_coeff))
+    return loss, ppo_diagnostics(terms.log_probs, terms.old_log_probs, terms.mask, epsilon)

@@ -166,5 +166,5 @@ class SAC(OffPolicyTrainer):
         self.target_entropy)
     # 4. The target critics.
     nets = {'actor': new_actor, 'critic': new_critic, 'alpha': new_alpha}
-    return ((nets, polyak(targets, nets, self.tau)),
+    return ((nets, polyak(targets, nets, self.traced('tau', self.tau))),
             {'actor': actor_step, 'critic': critic_step, 'alpha': alpha_step})

@@ -165,6 +165,6 @@ class TD3(OffPolicyTrainer):
         lambda v, b: actor_loss(actor, critic, v, variables_of(new_critic), b), batch)
     nets = {'actor': where(delayed, stepped_actor, nets['actor']), 'critic': new_critic}
     # 3. The targets, on the same steps as the actor.
-    targets = where(delayed, polyak(targets, nets, self.tau), targets)
+    targets = where(delayed, polyak(targets, nets, self.traced('tau', self.tau)), targets)
     return (nets, targets), {'actor': actor_step, 'critic': critic_step}
 

@@ -9,6 +9,7 @@ import warnings
 from typing import NamedTuple
 
 from rl import ranges
+from rl import traced_values
 from rl.errors import ConfigError
 from rl.learner.checks import check_backend
 from rl.learner.learner import Learner
@@ -144,6 +145,11 @@ class RLTrainer:
     """Extra traced arguments of the acting distribution's `sample` in `epoch`."""
     del temperature, epoch
     return ()
+
+  def traced(self, parameter, constant):
+    """`constant`, this trainer's `parameter`, as the epoch reads it: a traced value where a
+    grid varies the parameter across the members of one program (rl.traced_values)."""
+    return traced_values.value(type(self).__name__, parameter, constant)
 
   # -- running ----------------------------------------------------------------------
 

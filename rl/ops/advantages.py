@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rl import ranges
+from rl import traced_values
 from rl.configurables import configurable
 from rl.errors import ConfigError
 
@@ -132,7 +133,8 @@ class Estimator:
 
 # The cores are jitted once at module level with only `margin` static, so every
 # (gamma, lambda_) shares one compiled program per input shape; the factories bind
-# their settings with functools.partial (under an outer jax.jit the inner one is inlined).
+# their settings with functools.partial, or `_with_lambda` where a grid may vary
+# lambda_ (under an outer jax.jit the inner one is inlined).
 
 
 @functools.partial(jax.jit, static_argnames=("margin",))
@@ -328,8 +330,8 @@ def td_lambda(gamma, margin, lambda_=0.95):
   """
   ranges.in_range('td_lambda.lambda_', lambda_, low=0, high=1)
   margin = _check_margin(margin)
-  return Estimator('td_lambda', functools.partial(_td_lambda_core, gamma=gamma, lambda_=lambda_,
-                                      margin=margin), margin)
+  return Estimator('td_lambda', _with_lambda(_td_lambda_core, 'td_lambda', gamma, lambda_,
+                                             margin), margin)
 
 
 @configurable("gae", set_by_caller=_SET_BY_TRAINER)
@@ -345,9 +347,19 @@ def gae(gamma, margin, lambda_=0.95):
   """
   ranges.in_range('gae.lambda_', lambda_, low=0, high=1)
   margin = _check_margin(margin)
-  settings = dict(gamma=gamma, lambda_=lambda_, margin=margin)
-  return Estimator('gae', functools.partial(_gae_core, **settings), margin,
-                   every_row=functools.partial(_gae_every_row_core, **settings))
+  return Estimator('gae', _with_lambda(_gae_core, 'gae', gamma, lambda_, margin), margin,
+                   every_row=_with_lambda(_gae_every_row_core, 'gae', gamma, lambda_, margin))
+
+
+def _with_lambda(core, name, gamma, lambda_, margin):
+  """`core` with its settings bound, lambda_ read when it is called: a grid may vary it
+  (rl.traced_values), under the gin scope the estimator is built in."""
+  scope = gin.current_scope_str()
+
+  def call(*args):
+    return core(*args, gamma=gamma, margin=margin,
+                lambda_=traced_values.value(name, 'lambda_', lambda_, scope))
+  return call
 
 
 @jax.jit

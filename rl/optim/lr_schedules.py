@@ -10,10 +10,12 @@ settings to different users of the same factory.
 import math
 from typing import Callable
 
+import gin
 import jax.numpy as jnp
 import optax
 
 from rl import ranges
+from rl import traced_values
 from rl.configurables import configurable
 from rl.errors import ConfigError
 
@@ -108,10 +110,17 @@ def multifactor(
 
   # Factors are resolved to callables once, here, so the returned schedule is
   # a plain chain of jnp operations that jit traces without any string work.
+  # `constant` is read when the schedule is traced: a grid may vary it
+  # (rl.traced_values), under the scope this schedule is built in.
+  scope = gin.current_scope_str()
+
+  def constant_value():
+    return traced_values.value('multifactor', 'constant', constant, scope)
+
   factor_fns = [
       _make_factor(
           name,
-          constant=constant,
+          constant=constant_value,
           warmup_steps=warmup_steps,
           decay_factor=decay_factor,
           steps_per_decay=steps_per_decay,
@@ -145,21 +154,22 @@ def _make_factor(
     second_constant,
     second_constant_step,
 ) -> Callable:
-  """Returns the ``step -> scalar`` function of one (validated) factor name."""
+  """Returns the ``step -> scalar`` function of one (validated) factor name; ``constant()``
+  gives the constant, read when the schedule is called."""
   if name == 'constant':
-    return optax.constant_schedule(constant)
+    return lambda step: optax.constant_schedule(constant())(step)
 
   if name == 'two_constants':
     # join_schedules switches to the second schedule once
     # `step >= boundary`, which is exactly the reference's
     # `constant if step < second_constant_step else second_constant`.
-    return optax.join_schedules(
+    return lambda step: optax.join_schedules(
         [
-            optax.constant_schedule(constant),
+            optax.constant_schedule(constant()),
             optax.constant_schedule(second_constant),
         ],
         [second_constant_step],
-    )
+    )(step)
 
   if name == 'linear_warmup':
     # Not optax.linear_schedule: it computes the ramp as 1 - (1 - t/T), which
