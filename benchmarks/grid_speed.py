@@ -9,8 +9,11 @@ epoch's env steps over the median epoch's training time. The grid's values are
 inputs of its program where the seeds' are constants, so grid/seeds near 1
 means a grid costs what the same number of seeds costs.
 
+With --jobs grid only the grid runs (beside another framework's, say).
+
 Usage: python benchmarks/grid_speed.py [--config_file configs/ppo_minatar_breakout_jax.gin]
            [--n_epochs 12] [--seeds 0-3] [--grid 'PPO.epsilon=[0.1, 0.15, 0.2, 0.3]'] ...
+           [--config 'PPO.policy_train_steps_per_epoch = 16' ...] [--jobs all|grid]
 """
 import argparse
 import os
@@ -39,6 +42,8 @@ def _parse_args():
   parser.add_argument('--n_epochs', type=int, default=12)
   parser.add_argument('--seeds', default='0-3', help="the grid's seeds")
   parser.add_argument('--grid', action='append', help=f'--grid flags (default: {GRID})')
+  parser.add_argument('--config', action='append', default=[], help='bindings of every job')
+  parser.add_argument('--jobs', choices=('all', 'grid'), default='all')
   return parser.parse_args()
 
 
@@ -48,7 +53,8 @@ def _run(args, flags, scratch):
   command = [sys.executable, '-m', 'rl.run', f'--config_file={args.config_file}',
              f'--output_dir={out}/job', '--config', f'train_rl.n_epochs = {args.n_epochs}',
              '--config', f'train_rl.checkpoint_every = {args.n_epochs}',
-             '--config', 'PPO.n_eval_episodes = 0', *flags]
+             '--config', 'PPO.n_eval_episodes = 0',
+             *[f'--config={binding}' for binding in args.config], *flags]
   start = time.perf_counter()
   process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL)
   _, status, usage = os.wait4(process.pid, 0)
@@ -77,6 +83,8 @@ def main():
       f'grid {len(grid_lib.cells(grid))} cells x seeds {args.seeds}':
           [f'--seeds={args.seeds}', *[f'--grid={t}' for t in (args.grid or GRID)]],
   }
+  if args.jobs == 'grid':
+    jobs = dict(list(jobs.items())[2:])
   scratch = tempfile.mkdtemp(prefix='grid_speed_')
   rows = {}
   try:
@@ -89,12 +97,13 @@ def main():
   print('| job | members | wall s | peak RSS MiB | env steps/s after compile | '
         'wall per member / one seed |')
   print('|---|---|---|---|---|---|')
-  single = rows['one seed'][1]
+  single = rows['one seed'][1] if 'one seed' in rows else None
   for name, (n, seconds, rss, rate) in rows.items():
-    print(f'| {name} | {n} | {seconds:.1f} | {rss:,.0f} | {rate:,.0f} | '
-          f'{seconds / n / single:.3f} |')
+    per_member = f'{seconds / n / single:.3f}' if single else '-'
+    print(f'| {name} | {n} | {seconds:.1f} | {rss:,.0f} | {rate:,.0f} | {per_member} |')
   names = list(rows)
-  print(f'grid/seeds env steps/s: {rows[names[2]][3] / rows[names[1]][3]:.3f}')
+  if len(names) == 3:
+    print(f'grid/seeds env steps/s: {rows[names[2]][3] / rows[names[1]][3]:.3f}')
 
 
 if __name__ == '__main__':

@@ -214,8 +214,9 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
   config. Everything that can be wrong is checked before the folder is
   written to; the folder stays locked until the context exits, which closes
   the run's writer, checkpointer and envs. log_prefix: put before every
-  console line (several runs in one process). check: called with the learner
-  before the folder is written (a job's own checks, rl.members).
+  console line (several runs in one process). check: called with the learner and
+  the bindings the run does not use before the folder is written (a job's own checks,
+  rl.members).
   """
   from_saved_config = not config_files
   if from_saved_config:
@@ -233,7 +234,7 @@ def prepared_run(config_files, bindings, output_dir=None, seed=None, allow_confi
   unused = config.unused_bindings()  # once every configurable of the run is called
   overridden.check_run()
   if check is not None:
-    check(learner)
+    check(learner, unused)
 
   os.makedirs(output_dir, exist_ok=True)
   with run_folder.folder_lock(output_dir):

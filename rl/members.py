@@ -63,11 +63,11 @@ def execute(config_files, bindings, output_dir, seeds, allow_config_change=False
   members = members_of(output_dir, seeds, grid)
   throttle = None
 
-  def check(learner):
+  def check(learner, unused):
     """Before the first member's folder is written: what a grid can be, here."""
     if not grid:
       return
-    unused = [name for name in grid if name in config.unused_bindings()]
+    unused = [name for name in grid if name in unused]
     if unused:
       raise ConfigError(f"--grid {', '.join(unused)}: {config.unused_bindings_warning(unused)}")
     if learner.task.jax_native:

@@ -13,7 +13,9 @@ run would (metrics, checkpoints, the stop at a target return), which is why
 each seed's folder resumes and reads like any other run's. A seed that stops
 early (its target reached) rides along in the batch, its results dropped,
 until the others are done: the batch keeps its shape and so its compiled
-program.
+program. The members of a grid (`--grid`, rl.members) train the same way,
+their float hyperparameters one more vmapped input of the program
+(rl.traced_values).
 """
 import os
 import time

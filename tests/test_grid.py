@@ -190,10 +190,11 @@ def test_a_gymnasium_grid_runs_its_cells_one_after_another(tmp_path, capsys):
 
 
 def test_a_grid_job_resumes_after_sigkill_bit_for_bit(tmp_path):
-  grid = ['--grid=policy/multifactor.constant=[0.001, 0.003]']
-  flags = [f'--config_file={PPO_JAX}', *[f'--config={b}' for b in TINY_PPO_JAX],
-           '--config=train_rl.n_epochs = 4', '--config=train_rl.checkpoint_every = 2',
-           '--config=PPO.eval_every = 2', *grid, '--seeds=0']
+  grid = 'policy/multifactor.constant=[0.001, 0.003]'
+  bindings = TINY_PPO_JAX + ['train_rl.n_epochs = 4', 'train_rl.checkpoint_every = 2',
+                             'PPO.eval_every = 2']
+  flags = [f'--config_file={PPO_JAX}', *[f'--config={b}' for b in bindings], f'--grid={grid}',
+           '--seeds=0']
   gate = tmp_path / 'gate'
   env = dict(os.environ, **{sweep_gate.JAX_GATE_VARIABLE: str(gate)})
   (tmp_path / 'gated.gin').write_text('import tests.sweep_gate\n')
@@ -212,10 +213,10 @@ def test_a_grid_job_resumes_after_sigkill_bit_for_bit(tmp_path):
                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
   assert resumed.returncode == 0, resumed.stderr
   assert 'Resuming' in resumed.stdout
+  # The straight job in this process: its programs compile as the processes' do.
   straight = tmp_path / 'straight'
-  done = subprocess.run([sys.executable, '-m', 'rl.run', *flags, f'--output_dir={straight}'],
-                        cwd=ROOT, capture_output=True, text=True, timeout=300)
-  assert done.returncode == 0, done.stderr
+  experiment.execute_seeds([PPO_JAX], bindings, str(straight), [0],
+                           grid=grid_lib.parse_grid([grid]))
   for cell in cells:
     assert numbers(killed / cell / 'seed_0') == numbers(straight / cell / 'seed_0')
     assert len(numbers(straight / cell / 'seed_0')) == 4
