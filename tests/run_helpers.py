@@ -143,6 +143,25 @@ def gated_config(tmp_path, **kwargs):
   return gate, gated
 
 
+def killed_and_resumed_jax_run(flags, out, held_run, epoch, tmp_path):
+  """Runs `python -m rl.run *flags --output_dir=out` with every JAX-native epoch held at a gate
+  (sweep_gate.JAX_GATE_VARIABLE) once the process has saved a checkpoint, SIGKILLs it once the
+  run folder `held_run` holds checkpoint `epoch`, then reruns it with the gate open: the
+  resumed process's CompletedProcess."""
+  gate = tmp_path / 'gate'
+  env = dict(os.environ, **{sweep_gate.JAX_GATE_VARIABLE: str(gate)})
+  (tmp_path / 'gated.gin').write_text('import tests.sweep_gate\n')
+  command = [sys.executable, '-m', 'rl.run', *flags, f"--config_file={tmp_path / 'gated.gin'}",
+             f'--output_dir={out}']
+  proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+  wait_for_checkpoint(proc, held_run, epoch, gate)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  gate.write_text('')
+  return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
 def wait_for_checkpoint(proc, out, epoch, gate):
   """Waits until the run has checkpoint `epoch` and is held at `gate` (past its save)."""
   checkpoint = out / 'checkpoints' / str(epoch)

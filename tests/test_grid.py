@@ -8,9 +8,6 @@ refused in one line before anything is written.
 """
 import functools
 import os
-import signal
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -29,8 +26,7 @@ from run_helpers import REINFORCE
 from run_helpers import ROOT
 from run_helpers import TINY
 from run_helpers import TINY_PPO_JAX
-from run_helpers import wait_for_checkpoint
-import sweep_gate
+from run_helpers import killed_and_resumed_jax_run
 
 BINDINGS = TINY_PPO_JAX + ['train_rl.n_epochs = 2', 'PPO.eval_every = 2']
 GRID = {'PPO.epsilon': [0.1, 0.3], 'policy/multifactor.constant': [0.001, 0.003]}
@@ -195,22 +191,10 @@ def test_a_grid_job_resumes_after_sigkill_bit_for_bit(tmp_path):
                              'PPO.eval_every = 2']
   flags = [f'--config_file={PPO_JAX}', *[f'--config={b}' for b in bindings], f'--grid={grid}',
            '--seeds=0']
-  gate = tmp_path / 'gate'
-  env = dict(os.environ, **{sweep_gate.JAX_GATE_VARIABLE: str(gate)})
-  (tmp_path / 'gated.gin').write_text('import tests.sweep_gate\n')
-  gated = [*flags, f"--config_file={tmp_path / 'gated.gin'}"]
-  killed = tmp_path / 'killed'
-  proc = subprocess.Popen([sys.executable, '-m', 'rl.run', *gated, f'--output_dir={killed}'],
-                          cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL)
   # Held once the first member has saved epoch 2: the second member has not saved it.
   cells = ('policy_multifactor.constant=0.001', 'policy_multifactor.constant=0.003')
-  wait_for_checkpoint(proc, killed / cells[0] / 'seed_0', 2, gate)
-  proc.send_signal(signal.SIGKILL)
-  proc.wait()
-  gate.write_text('')
-  resumed = subprocess.run([sys.executable, '-m', 'rl.run', *gated, f'--output_dir={killed}'],
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  killed = tmp_path / 'killed'
+  resumed = killed_and_resumed_jax_run(flags, killed, killed / cells[0] / 'seed_0', 2, tmp_path)
   assert resumed.returncode == 0, resumed.stderr
   assert 'Resuming' in resumed.stdout
   # The straight job in this process: its programs compile as the processes' do.

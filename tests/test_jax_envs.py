@@ -1,6 +1,5 @@
 """The JAX-native backend (gymnax envs): layout, one-call epochs, resume, refusals."""
 import os
-import signal
 import subprocess
 import sys
 
@@ -25,8 +24,7 @@ from run_helpers import PPO_JAX
 from run_helpers import ROOT
 from run_helpers import TINY_PPO_JAX
 from run_helpers import cli
-from run_helpers import wait_for_checkpoint
-import sweep_gate
+from run_helpers import killed_and_resumed_jax_run
 
 pytest.importorskip('gymnax')
 
@@ -217,23 +215,10 @@ FLAGS = [f'--config_file={PPO_JAX}', '--config=train_rl.n_epochs = 4',
 
 
 def test_sigkill_mid_run_then_resume_is_bit_exact_on_jax_native_envs(tmp_path):
-  gate = tmp_path / 'gate'
-  env = dict(os.environ, **{sweep_gate.JAX_GATE_VARIABLE: str(gate)})
-  flags = [*FLAGS, f"--config_file={tmp_path / 'gated.gin'}"]
   # The gate holds every epoch after the first checkpoint, so SIGKILL finds
   # the run inside epoch 3 with checkpoint 2 written, however loaded the machine.
-  (tmp_path / 'gated.gin').write_text('import tests.sweep_gate\n')
   killed = tmp_path / 'killed'
-  proc = subprocess.Popen([sys.executable, '-m', 'rl.run', *flags, f'--output_dir={killed}'],
-                          cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL)
-  wait_for_checkpoint(proc, killed, 2, gate)
-  proc.send_signal(signal.SIGKILL)
-  proc.wait()
-  assert [r['epoch'] for r in read_metrics(killed)] == [1, 2]
-  gate.write_text('')
-  resumed = subprocess.run([sys.executable, '-m', 'rl.run', *flags, f'--output_dir={killed}'],
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  resumed = killed_and_resumed_jax_run(FLAGS, killed, killed, 2, tmp_path)
   assert resumed.returncode == 0, resumed.stderr
   assert 'Resuming' in resumed.stdout
   straight = tmp_path / 'straight'
