@@ -10,9 +10,10 @@ entering it as traced inputs (rl.traced_values); on gymnasium envs they run
 one after another.
 
 Only the parameters in TRACEABLE can vary inside one program: everything else
-(network and batch sizes, the env, n_envs, gamma) is a constant of the
-compiled epoch, so a grid over it is refused in one line that points to
-launch.sweep, which runs such values as separate programs.
+is a constant of the compiled epoch (network and batch sizes, the env and
+n_envs shape it; gamma is also read where the run is built), so a grid over
+several of its values is refused in one line that points to launch.sweep,
+which runs such values as separate programs.
 """
 import ast
 import hashlib

@@ -26,6 +26,7 @@ from run_helpers import REINFORCE
 from run_helpers import ROOT
 from run_helpers import TINY
 from run_helpers import TINY_PPO_JAX
+from run_helpers import cli
 from run_helpers import killed_and_resumed_jax_run
 
 BINDINGS = TINY_PPO_JAX + ['train_rl.n_epochs = 2', 'PPO.eval_every = 2']
@@ -173,6 +174,18 @@ def test_a_grid_that_cannot_be_one_program_is_refused_before_any_folder(tmp_path
                                         r'most \d+ members fit'):
     experiment.execute_seeds([PPO_JAX], BINDINGS, str(out), [0, 1],
                              grid={'PPO.epsilon': [0.1, 0.2]})
+  assert not out.exists()
+
+
+def test_the_command_line_refuses_a_bad_grid_in_one_line(tmp_path):
+  out = tmp_path / 'job'
+  result = cli(f'--config_file={PPO_JAX}', f'--output_dir={out}', '--seeds=0-1',
+               '--grid=RLTask.gamma=[0.9, 0.99]')
+  assert result.returncode == 2
+  (line,) = result.stderr.strip().splitlines()
+  assert line.startswith('rl.run: error: --grid RLTask.gamma: a grid varies only') and \
+      'launch.sweep' in line
+  assert 'a grid over RLTask.gamma, seeds 0-1 of' in result.stdout
   assert not out.exists()
 
 
