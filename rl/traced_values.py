@@ -15,6 +15,8 @@ one is read by the epochs of the algorithms that have it.
 import contextlib
 import contextvars
 
+import gin
+
 from rl.errors import ConfigError
 
 # While a grid's program is traced: (binding name -> the member's traced value,
@@ -49,6 +51,17 @@ def value(configurable, parameter, constant, scope=''):
       read.add(name)
       return traced[name]
   return constant
+
+
+def bound(function, configurable, parameter, constant, **settings):
+  """`function` with `settings` bound and `parameter` read through `value` when it is called,
+  under the gin scope of now (while `configurable` is being built)."""
+  scope = gin.current_scope_str()
+
+  def call(*args):
+    return function(*args, **settings,
+                    **{parameter: value(configurable, parameter, constant, scope)})
+  return call
 
 
 @contextlib.contextmanager

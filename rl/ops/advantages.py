@@ -133,7 +133,7 @@ class Estimator:
 
 # The cores are jitted once at module level with only `margin` static, so every
 # (gamma, lambda_) shares one compiled program per input shape; the factories bind
-# their settings with functools.partial, or `_with_lambda` where a grid may vary
+# their settings with functools.partial, or traced_values.bound where a grid may vary
 # lambda_ (under an outer jax.jit the inner one is inlined).
 
 
@@ -330,8 +330,8 @@ def td_lambda(gamma, margin, lambda_=0.95):
   """
   ranges.in_range('td_lambda.lambda_', lambda_, low=0, high=1)
   margin = _check_margin(margin)
-  return Estimator('td_lambda', _with_lambda(_td_lambda_core, 'td_lambda', gamma, lambda_,
-                                             margin), margin)
+  return Estimator('td_lambda', traced_values.bound(
+      _td_lambda_core, 'td_lambda', 'lambda_', lambda_, gamma=gamma, margin=margin), margin)
 
 
 @configurable("gae", set_by_caller=_SET_BY_TRAINER)
@@ -347,19 +347,10 @@ def gae(gamma, margin, lambda_=0.95):
   """
   ranges.in_range('gae.lambda_', lambda_, low=0, high=1)
   margin = _check_margin(margin)
-  return Estimator('gae', _with_lambda(_gae_core, 'gae', gamma, lambda_, margin), margin,
-                   every_row=_with_lambda(_gae_every_row_core, 'gae', gamma, lambda_, margin))
-
-
-def _with_lambda(core, name, gamma, lambda_, margin):
-  """`core` with its settings bound, lambda_ read when it is called: a grid may vary it
-  (rl.traced_values), under the gin scope the estimator is built in."""
-  scope = gin.current_scope_str()
-
-  def call(*args):
-    return core(*args, gamma=gamma, margin=margin,
-                lambda_=traced_values.value(name, 'lambda_', lambda_, scope))
-  return call
+  settings = dict(gamma=gamma, margin=margin)
+  return Estimator('gae', traced_values.bound(_gae_core, 'gae', 'lambda_', lambda_, **settings),
+                   margin, every_row=traced_values.bound(_gae_every_row_core, 'gae', 'lambda_',
+                                                         lambda_, **settings))
 
 
 @jax.jit
