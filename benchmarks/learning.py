@@ -102,6 +102,12 @@ REGISTRY = {
     'td3_mujoco': (9000, 1_000_000),
     'ppo_mujoco': (2400, 1_000_000),
     'ppo_walker2d': (3000, 1_000_000),
+    # gymnax-blines' 10M-step PPO returns (the gymnax README); Seaquest has none published.
+    'ppo_minatar_jax': (15, 5_000_000),
+    'ppo_minatar_jax_breakout': (28, 5_000_000),
+    'ppo_minatar_jax_freeway': (58, 5_000_000),
+    'ppo_minatar_jax_space_invaders': (131, 5_000_000),
+    'ppo_minatar_jax_seaquest': (10, 5_000_000),
 }
 
 
