@@ -1,9 +1,12 @@
 """A seed draws the same numbers alone and in any `--seeds` batch (rl.keys, rl.seeds).
 
-Seed 3 of ppo_cartpole_jax trains for one epoch alone, last in `--seeds=0-3` and
-first in `--seeds=3-6`. Its initial parameters, the keys and actions of its first
-epoch's collection, and its first epoch's collection and evaluation are the
-same in all three. The losses may differ in their last bits: a batch's matrix
+Seed 3 of ppo_cartpole_jax trains for one epoch alone and in the middle of
+`--seeds=2-4`. Its initial parameters, the keys and actions of its first epoch's
+collection, and its first epoch's collection and evaluation are the same in both.
+In that batch seed 3 is neither the first member nor the member at index 3, and
+the batch has more than one member: its numbers depend on none of those, so
+keys derived from a member's position, from the first member's key, or from the
+batch's size would all fail here. The losses may differ in their last bits: a batch's matrix
 products add in another order than one seed's (docs/configuration.md).
 """
 import os
@@ -74,8 +77,7 @@ def split_metrics(folder):
 @pytest.fixture(scope='module')
 def alone(tmp_path_factory, recorded):
   """Seed 3 trained alone: its folder, parameters after the epoch, initial parameters, and its
-  first epoch's acting key and actions; made once for both batches' tests, each of which
-  then compiles only its batch's program."""
+  first epoch's acting key and actions."""
   tmp_path = tmp_path_factory.mktemp('alone')
   rollouts, _ = recorded
   rollouts.clear()
@@ -87,8 +89,8 @@ def alone(tmp_path_factory, recorded):
                          params=jax.device_get(trainer.learner.acting_params))
 
 
-@pytest.mark.parametrize('name,seeds', [('last', [0, 1, 2, 3]), ('first', [3, 4, 5, 6])])
-def test_seed_3_is_the_same_alone_and_in_a_batch(tmp_path, recorded, alone, name, seeds):
+def test_seed_3_is_the_same_alone_and_in_a_batch(tmp_path, recorded, alone):
+  name, seeds = 'batch', [2, 3, 4]
   rollouts, initial = recorded
   rollouts.clear()
   initial.clear()
