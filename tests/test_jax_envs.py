@@ -221,9 +221,9 @@ def test_sigkill_mid_run_then_resume_is_bit_exact_on_jax_native_envs(tmp_path):
   resumed = killed_and_resumed_jax_run(FLAGS, killed, killed, 2, tmp_path)
   assert resumed.returncode == 0, resumed.stderr
   assert 'Resuming' in resumed.stdout
+  # The straight run is not about a process: it runs in this one (run_helpers.cli).
   straight = tmp_path / 'straight'
-  done = subprocess.run([sys.executable, '-m', 'rl.run', *FLAGS, f'--output_dir={straight}'],
-                        cwd=ROOT, capture_output=True, text=True, timeout=300)
+  done = cli(*FLAGS, f'--output_dir={straight}')
   assert done.returncode == 0, done.stderr
 
   def numbers(folder):
