@@ -10,7 +10,10 @@ drifts fall on all alike):
           in a fresh output folder with a fresh, empty compilation cache folder
           (--compilation_cache_dir);
   warm:   the same run in another fresh output folder with the cache folder the
-          cold run of this repeat filled.
+          cold run of this repeat filled;
+  resumed: the warm run's folder run again to 2 epochs, which resumes from its
+          checkpoint: what compiling a resume pays with that cache (a resumed
+          state must give the programs a fresh run compiled, or they compile again).
 For the runs it reports the seconds from just before the process starts to
   main:        rl.run's main() (imports done, flags parsed),
   epoch start: the first epoch's start (config parsed, trainer built, the
@@ -76,12 +79,13 @@ def time_import():
   return float(result.stdout) - start, time.time() - start
 
 
-def time_run(config_file, output_dir, cache_dir, timing_file):
-  """{event: seconds from process start} and the first epoch's time_compile, of one run."""
+def time_run(config_file, output_dir, cache_dir, timing_file, n_epochs=1):
+  """{event: seconds from process start} and the time_compile of the process's first (its
+  only) epoch, of one run to `n_epochs`."""
   env = dict(_env(), **{TIMING_ENV_VAR: timing_file})
   command = [sys.executable, '-m', 'rl.run', f'--config_file={config_file}',
              f'--output_dir={output_dir}', f'--compilation_cache_dir={cache_dir}',
-             '--config=train_rl.n_epochs = 1']
+             f'--config=train_rl.n_epochs = {n_epochs}']
   start = time.time()
   result = subprocess.run(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True)
@@ -91,7 +95,7 @@ def time_run(config_file, output_dir, cache_dir, timing_file):
     marks = dict(line.split() for line in f if line.strip())
   seconds = {event: float(marks[event]) - start for event in EVENTS}
   with open(os.path.join(output_dir, METRICS_FILE)) as f:
-    seconds['time_compile'] = json.loads(f.readline())['time_compile']
+    seconds['time_compile'] = json.loads(f.readlines()[-1])['time_compile']
   return seconds
 
 
@@ -103,7 +107,7 @@ def main():
   args = _parse_args()
   config_file = os.path.abspath(args.config_file)
   work = tempfile.mkdtemp(prefix='rl-startup-benchmark-')
-  imports, exits, runs = [], [], {'cold': [], 'warm': []}
+  imports, exits, runs = [], [], {'cold': [], 'warm': [], 'resumed': []}
   try:
     for i in range(args.repeats):
       imported, exited = time_import()
@@ -113,9 +117,12 @@ def main():
       for kind in ('cold', 'warm'):
         runs[kind].append(time_run(config_file, os.path.join(work, f'{kind}_{i}'), cache_dir,
                                    os.path.join(work, f'{kind}_{i}.timing')))
+      runs['resumed'].append(time_run(config_file, os.path.join(work, f'warm_{i}'), cache_dir,
+                                      os.path.join(work, f'resumed_{i}.timing'), n_epochs=2))
       print(f'repeat {i + 1}/{args.repeats}: import {imports[-1]:.2f} s, epoch start cold '
             f"{runs['cold'][-1]['first_epoch_start']:.2f} s, warm "
-            f"{runs['warm'][-1]['first_epoch_start']:.2f} s", flush=True)
+            f"{runs['warm'][-1]['first_epoch_start']:.2f} s, resumed epoch's time_compile "
+            f"{runs['resumed'][-1]['time_compile']:.2f} s", flush=True)
   finally:
     shutil.rmtree(work, ignore_errors=True)
 
@@ -124,8 +131,9 @@ def main():
   rows = [('import jax, flax, optax', imports), ('import jax, flax, optax, to exit', exits)]
   labels = {'main': 'main()', 'first_epoch_start': 'first epoch start',
             'first_epoch_end': 'first epoch end', 'time_compile': 'first epoch time_compile'}
-  for kind in ('cold', 'warm'):
-    rows += [(f'rl.run, {kind} cache, {label}', [r[event] for r in runs[kind]])
+  for kind in ('cold', 'warm', 'resumed'):
+    where = 'resumed on the warm cache' if kind == 'resumed' else f'{kind} cache'
+    rows += [(f'rl.run, {where}, {label}', [r[event] for r in runs[kind]])
              for event, label in labels.items()]
   width = max(len(label) for label, _ in rows) + 1
   for label, values in rows:

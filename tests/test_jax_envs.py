@@ -233,6 +233,18 @@ def test_sigkill_mid_run_then_resume_is_bit_exact_on_jax_native_envs(tmp_path):
   assert len(numbers(straight)) == 4 and 'eval_return' in numbers(straight)[-1]
 
 
+def test_a_restored_env_carry_has_the_types_of_a_fresh_one():
+  """A resumed run's epoch is the program a fresh run compiled (docs/performance.md, the
+  persistent compilation cache): its inputs' shapes, dtypes and weak types are the same."""
+  def avals(task):
+    return [(x.shape, x.dtype, x.aval.weak_type) for x in jax.tree_util.tree_leaves(task.carry)]
+  fresh = RLTask(env=CARTPOLE, n_envs=2, seed=0)
+  restored = RLTask(env=CARTPOLE, n_envs=2, seed=1)
+  restored.load_state_dict(*fresh.state_dict())
+  assert avals(restored) == avals(fresh)
+  assert not any(weak for _, _, weak in avals(fresh))
+
+
 # -- many seeds in one process --------------------------------------------------------------
 
 def test_parse_seeds():

@@ -143,6 +143,9 @@ def reset(env, params, key, n_envs, obs_dtype):
   key, reset_key = jax.random.split(key)
   obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, n_envs),
                                                       params)
+  # gymnax leaves fields set from Python numbers weakly typed (an env's `time`); a state restored
+  # from a checkpoint is not, and the epoch's program would compile again for it on a resume.
+  state = jax.tree_util.tree_map(lambda x: jnp.asarray(x, x.dtype), state)
   return EnvCarry(state, obs.astype(obs_dtype), jnp.zeros(n_envs, jnp.float32), key)
 
 
