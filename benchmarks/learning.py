@@ -102,7 +102,8 @@ REGISTRY = {
     'td3_mujoco': (9000, 1_000_000),
     'ppo_mujoco': (2400, 1_000_000),
     'ppo_walker2d': (3000, 1_000_000),
-    # gymnax-blines' 10M-step PPO returns (the gymnax README); Seaquest has none published.
+    # gymnax-blines' 10M-step PPO returns (the gymnax README). Seaquest has none published:
+    # its 10 is a placeholder until rejax's PPO on the same 5M gives the bar.
     'ppo_minatar_jax': (15, 5_000_000),
     'ppo_minatar_jax_breakout': (28, 5_000_000),
     'ppo_minatar_jax_freeway': (58, 5_000_000),
