@@ -9,6 +9,7 @@ import os
 from benchmarks import learning_records
 from benchmarks.learning_plot import plot_curves
 from rl.learning_curves import fmt_number
+from rl.learning_curves import fmt_target
 from rl.learning_curves import summarize_config
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -118,7 +119,7 @@ def table_line(record, curves_dir=CURVES_DIR):
   image = record['config'] + '.png'
   curves = (f'[curves](curves/{image})' if os.path.isfile(os.path.join(curves_dir, image))
             else '—')
-  return (f"| {record['config']} | {fmt_number(record['target'])} | "
+  return (f"| {record['config']} | {fmt_target(record['target'])} | "
           f"{fmt_number(record['budget'])} | {r['n_reached']}/{r['n_runs']} "
           f"({_seeds_label(seeds)}) | {per_seed} | {fmt_number(r['median_steps'])} | "
           f"{fmt_number(r['median_seconds'], 1)} | {final} | {_stops(record)} | {holding} | "
@@ -184,7 +185,7 @@ def render_summary(records):
         continue
       r = row(record)
       final = _final(r)
-      lines.append(f"| {record['config']} | {fmt_number(record['target'])} | "
+      lines.append(f"| {record['config']} | {fmt_target(record['target'])} | "
                    f"{r['n_reached']}/{r['n_runs']} | {fmt_number(r['median_steps'])} | {final} |")
   return '\n'.join(lines) + '\n'
 

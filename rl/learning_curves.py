@@ -142,6 +142,11 @@ def fmt_number(value, digits=0):
   return f'{value:,.{digits}f}'
 
 
+def fmt_target(value):
+  """A target as its registry gives it: 475, or 6.4 where it has a decimal."""
+  return fmt_number(value, 0 if float(value).is_integer() else 1)
+
+
 def format_table(rows, final_label='final eval at budget (mean ± std)', extra_columns=()):
   """The markdown table of `summarize_config` rows.
 
@@ -166,7 +171,7 @@ def format_table(rows, final_label='final eval at budget (mean ± std)', extra_c
         final += f" ({row['n_final']}/{row['n_runs']} seeds)"
     holding = '—' if row['n_final'] == 0 else f"{row['n_holding']}/{row['n_runs']}"
     lines.append(
-        f"| {row['config']} | {fmt_number(row['target'])} | {fmt_number(row['budget'])} | "
+        f"| {row['config']} | {fmt_target(row['target'])} | {fmt_number(row['budget'])} | "
         f"{row['n_reached']}/{row['n_runs']} | {fmt_number(row['median_steps'])} | "
         f"{fmt_number(row['median_seconds'], 1)} | {final} | "
         f"{fmt_number(row['final_min'], 1)} | {holding} |"

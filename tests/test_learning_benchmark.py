@@ -100,6 +100,13 @@ def test_format_table_rows_and_dashes_for_missing():
   assert lines[3] == '| b | -250 | 500,000 | 0/1 | — | — | — | — | — |'
 
 
+def test_a_target_with_a_decimal_keeps_it_in_the_tables():
+  # A target taken from another framework's mean return (6.4) must not print as 6.
+  row = learning.summarize_config('m', 6.4, 5_000_000, [
+      learning.summarize_run([_record(1, 500_000, 6.0)], 6.4, 5_000_000)])
+  assert learning.format_table([row]).splitlines()[2].startswith('| m | 6.4 | 5,000,000 | 0/1 |')
+
+
 def test_aggregate_curves_interpolates_on_the_range_every_seed_covers():
   curves = [([0, 100, 200], [0.0, 100.0, 200.0]),
             ([50, 150], [10.0, 10.0])]
