@@ -106,7 +106,7 @@ REGISTRY = {
     # return of its seeds 0-2 rounded up (benchmarks/rejax_minatar.py): no PPO return at 5M env
     # steps is published for gymnax's MinAtar games that we found. Seaquest has neither (rejax's
     # gymnax has no Seaquest): its 10 is a placeholder.
-    'ppo_minatar_jax': (15, 5_000_000),
+    'ppo_minatar_jax': (7.1, 5_000_000),
     'ppo_minatar_jax_breakout': (6.4, 5_000_000),
     'ppo_minatar_jax_freeway': (30.3, 5_000_000),
     'ppo_minatar_jax_space_invaders': (131, 5_000_000),
