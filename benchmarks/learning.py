@@ -105,12 +105,13 @@ REGISTRY = {
     # rejax's PPO at its breakout_1m settings on the same 5M env steps, the mean final greedy
     # return of its seeds 0-2 rounded up (benchmarks/rejax_minatar.py): no PPO return at 5M env
     # steps is published for gymnax's MinAtar games that we found. Seaquest has neither (rejax's
-    # gymnax has no Seaquest): its 10 is a placeholder.
+    # gymnax has no Seaquest): its target, 1, is 12x random play (0.08), a check that it learns at
+    # all, not a bar from another implementation.
     'ppo_minatar_jax': (7.1, 5_000_000),
     'ppo_minatar_jax_breakout': (6.4, 5_000_000),
     'ppo_minatar_jax_freeway': (30.3, 5_000_000),
     'ppo_minatar_jax_space_invaders': (131, 5_000_000),
-    'ppo_minatar_jax_seaquest': (10, 5_000_000),
+    'ppo_minatar_jax_seaquest': (1, 5_000_000),
 }
 
 
