@@ -1,0 +1,20 @@
+"""benchmarks/arithmetic_bound.py counts an MLP PPO setting's multiply-adds as by hand."""
+import importlib.util
+import os
+
+_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'benchmarks',
+                     'arithmetic_bound.py')
+_spec = importlib.util.spec_from_file_location('arithmetic_bound', _PATH)
+arithmetic_bound = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(arithmetic_bound)
+
+def test_a_network_s_forward_and_backward_multiply_adds():
+  # 3 -> 2 -> 1: forward 3*2 + 2*1 = 8; backward 8 weight gradients' + 2*1 for the hidden
+  # layer's input gradient (none for the observation's).
+  assert arithmetic_bound.network_macs((2,), 3, 1) == (8, 8 + 8 + 2)
+
+
+def test_an_env_step_acts_with_both_networks_and_trains_both_each_pass():
+  # Policy 3 -> 2 -> 4: forward 6 + 8 = 14, training 14 + 14 + 8 = 36.
+  # Value 3 -> 2 -> 1: forward 8, training 18. Two passes: 14 + 8 + 2 * (36 + 18).
+  assert arithmetic_bound.macs_per_env_step((2,), 2, 3, 4) == 14 + 8 + 2 * (36 + 18)
