@@ -5,7 +5,9 @@ given) with this file loaded as a pytest plugin in both xdist workers. The
 plugin records, for every test: its wall time, the CPU its worker spent
 (user + system), the CPU of the processes it started and waited for, and JAX's
 compile-pipeline events in the worker (tracing, lowering to MLIR, XLA compiling,
-reads from the compilation cache), through `jax.monitoring`'s listeners. Then
+reads from the compilation cache), through `jax.monitoring`'s listeners. JAX
+reports a program read from the cache as a compile too (its duration the read's),
+so `compile` counts every program built and `cache_read` those of them read. Then
 it prints the totals and the files by CPU. Durations alone hide the processes'
 CPU and count a worker's waits; both workers busy or not, the CPU is what a
 2-core machine pays.
@@ -87,8 +89,9 @@ def summarize(records, top):
   lines = [f"{len(records)} tests: CPU {total['own'] + total['children']:.0f} s "
            f"(workers {total['own']:.0f}, the processes tests start {total['children']:.0f}); "
            f"in the workers, JAX tracing {total['trace']:.0f} s, lowering {total['lower']:.0f} s, "
-           f"XLA compiling {total['compile']:.0f} s ({total['n_compile']:.0f} programs), "
-           f"{total['n_cache_read']:.0f} programs read from the compilation cache",
+           f"XLA compiling {total['compile']:.0f} s for {total['n_compile']:.0f} programs, "
+           f"{total['n_cache_read']:.0f} of them read from the compilation cache "
+           f"({total['cache_read']:.0f} s)",
            '',
            '| file | tests | CPU s | workers | processes | trace | lower | compile | programs |',
            '|---|---|---|---|---|---|---|---|---|']

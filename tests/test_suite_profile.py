@@ -22,7 +22,7 @@ def test_files_rank_by_their_tests_cpu_workers_and_processes_together():
       record('tests/test_b.py::one', 0.5, 2.0, 0.0, 0),
       record('tests/test_a.py::two', 1.0, 0.0, 0.25, 1)], top=5)
   assert lines[0].startswith('3 tests: CPU 4 s (workers 2, the processes tests start 2)')
-  assert 'XLA compiling 1 s (3 programs)' in lines[0]
+  assert 'XLA compiling 1 s for 3 programs, 0 of them read' in lines[0]
   rows = [line for line in lines if line.startswith('| tests/')]
   assert rows == ['| tests/test_b.py | 1 | 2.5 | 0.5 | 2.0 | 0.0 | 0.0 | 0.0 | 0 |',
                   '| tests/test_a.py | 2 | 2.0 | 2.0 | 0.0 | 0.0 | 0.0 | 0.8 | 3 |']
