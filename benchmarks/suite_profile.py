@@ -12,7 +12,7 @@ it prints the totals and the files by CPU. Durations alone hide the processes'
 CPU and count a worker's waits; both workers busy or not, the CPU is what a
 2-core machine pays.
 
-Usage: python benchmarks/suite_profile.py [--top 30] [pytest arguments ...]
+Usage: python benchmarks/suite_profile.py [--top 30] [--records FILE] [pytest arguments ...]
 """
 import argparse
 import collections
@@ -93,7 +93,7 @@ def summarize(records, top):
            f"{total['n_cache_read']:.0f} of them read from the compilation cache "
            f"({total['cache_read']:.0f} s)",
            '',
-           '| file | tests | CPU s | workers | processes | trace | lower | compile | programs |',
+           '| file | tests | CPU s | workers | processes | trace | lower | compile or read | built |',
            '|---|---|---|---|---|---|---|---|---|']
   ranked = sorted(by_file.items(), key=lambda kv: -(kv[1]['own'] + kv[1]['children']))
   for path, t in ranked[:top]:
@@ -106,6 +106,7 @@ def summarize(records, top):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
   parser.add_argument('--top', type=int, default=30, help='how many files to list')
+  parser.add_argument('--records', help='also write every test\'s record here (JSON lines)')
   args, pytest_args = parser.parse_known_args()
   with tempfile.TemporaryDirectory(prefix='rl-suite-profile-') as out:
     env = dict(os.environ, **{OUT_VAR: out})
@@ -119,6 +120,9 @@ def main():
     for path in sorted(glob.glob(os.path.join(out, '*.jsonl'))):
       with open(path, encoding='utf-8') as f:
         records.extend(json.loads(line) for line in f)
+  if args.records:
+    with open(args.records, 'w', encoding='utf-8') as f:
+      f.writelines(json.dumps(record) + '\n' for record in records)
   print(f'\npytest: exit status {code}, {wall:.0f} s wall')
   print('\n'.join(summarize(records, args.top)))
   return code
