@@ -53,7 +53,7 @@ def _cpu():
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):  # pylint: disable=unused-argument
-  """Wraps each test's setup, call and teardown (a hookwrapper, set below)."""
+  """Records one test: its setup, call and teardown together."""
   if not _listening:
     import jax.monitoring  # pylint: disable=import-outside-toplevel
     jax.monitoring.register_event_duration_secs_listener(_listen)
@@ -72,7 +72,6 @@ def pytest_runtest_protocol(item, nextitem):  # pylint: disable=unused-argument
   worker = os.environ.get('PYTEST_XDIST_WORKER', 'main')
   with open(os.path.join(os.environ[OUT_VAR], f'{worker}.jsonl'), 'a', encoding='utf-8') as f:
     f.write(json.dumps(record) + '\n')
-
 
 
 def summarize(records, top):
