@@ -1,12 +1,8 @@
 """benchmarks/arithmetic_bound.py counts an MLP PPO setting's multiply-adds as by hand."""
-import importlib.util
-import os
+import benchmark_scripts
 
-_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'benchmarks',
-                     'arithmetic_bound.py')
-_spec = importlib.util.spec_from_file_location('arithmetic_bound', _PATH)
-arithmetic_bound = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(arithmetic_bound)
+arithmetic_bound = benchmark_scripts.load('arithmetic_bound')
+
 
 def test_a_network_s_forward_and_backward_multiply_adds():
   # 3 -> 2 -> 1: forward 3*2 + 2*1 = 8; backward 8 weight gradients' + 2*1 for the hidden

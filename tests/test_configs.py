@@ -1,13 +1,12 @@
 """Every shipped gin file parses against the package's configurables, and every config the
 learning benchmark knows has its file (the learning itself is benchmarks/learning.py's job)."""
 import glob
-import importlib.util
 import os
-import sys
 
 import gin
 import pytest
 
+import benchmark_scripts
 from rl import config
 from rl import experiment  # noqa: F401  (registers every configurable the configs name)
 from run_helpers import ROOT
@@ -29,10 +28,6 @@ def test_each_shipped_config_parses_and_names_a_trainer(path):
 
 
 def test_every_learning_benchmark_config_has_its_file():
-  spec = importlib.util.spec_from_file_location(
-      'learning_benchmark', os.path.join(ROOT, 'benchmarks', 'learning.py'))
-  module = importlib.util.module_from_spec(spec)
-  sys.modules.setdefault('learning_benchmark', module)
-  spec.loader.exec_module(module)
+  module = benchmark_scripts.load('learning', 'learning_benchmark')
   names = {os.path.basename(p)[:-len('.gin')] for p in CONFIGS}
   assert set(module.REGISTRY) <= names

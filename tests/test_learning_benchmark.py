@@ -1,5 +1,4 @@
 """The learning benchmark's aggregation, on hand-made metrics records."""
-import importlib.util
 import json
 import os
 import re
@@ -8,12 +7,10 @@ import sys
 
 import pytest
 
-# benchmarks/ is a folder of scripts, not a package: load the file directly.
-_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                     'benchmarks', 'learning.py')
-_spec = importlib.util.spec_from_file_location('learning_benchmark', _PATH)
-learning = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(learning)
+import benchmark_scripts
+
+learning = benchmark_scripts.load('learning', 'learning_benchmark')
+_PATH = learning.__file__
 
 
 def _record(epoch, env_steps, eval_return, seconds=(1.0, 2.0, 0.5)):

@@ -1,12 +1,7 @@
 """benchmarks/suite_profile.py adds up its per-test records by file and in total."""
-import importlib.util
-import os
+import benchmark_scripts
 
-_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'benchmarks',
-                     'suite_profile.py')
-_spec = importlib.util.spec_from_file_location('suite_profile', _PATH)
-suite_profile = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(suite_profile)
+suite_profile = benchmark_scripts.load('suite_profile')
 
 
 def record(nodeid, own, children, compile_seconds, n_compile):
