@@ -8,7 +8,8 @@ compile-pipeline events in the worker (tracing, lowering to MLIR, XLA compiling,
 reads from the compilation cache), through `jax.monitoring`'s listeners. JAX
 reports a program read from the cache as a compile too (its duration the read's),
 so `compile` counts every program built and `cache_read` those of them read. Then
-it prints the totals and the files by CPU. Durations alone hide the processes'
+it prints the totals, the files by CPU, and the programs (by name) by the
+seconds spent tracing, lowering and compiling them. Durations alone hide the processes'
 CPU and count a worker's waits; both workers busy or not, the CPU is what a
 2-core machine pays.
 
@@ -37,12 +38,29 @@ EVENTS = {'trace': '/jax/core/compile/jaxpr_trace_duration',
 # The plugin: active only in a pytest process started by main() below.
 _seconds = collections.Counter()
 _counts = collections.Counter()
+# Seconds by (program name, event), for the table of programs.
+_by_program = collections.Counter()
 _listening = []
+_read_pending = [False]
+_NAMES = {event: name for name, event in EVENTS.items()}
 
 
-def _listen(event, duration, **_):
+def _listen(event, duration, fun_name=None, **_):
   _seconds[event] += duration
   _counts[event] += 1
+  name = _NAMES.get(event)
+  if name == 'cache_read':
+    # JAX names no program here; the compile event it ends next does.
+    _read_pending[0] = True
+  elif name:
+    # Tracing names the function, lowering and compiling `jit(function)`.
+    program = str(fun_name)
+    program = program[4:-1] if program.startswith('jit(') else program
+    _by_program[(program, name)] += duration
+    _by_program[(program, 'n_' + name)] += 1
+    if name == 'compile' and _read_pending[0]:
+      _read_pending[0] = False
+      _by_program[(program, 'n_cache_read')] += 1
 
 
 def _cpu():
@@ -58,7 +76,7 @@ def pytest_runtest_protocol(item, nextitem):  # pylint: disable=unused-argument
     import jax.monitoring  # pylint: disable=import-outside-toplevel
     jax.monitoring.register_event_duration_secs_listener(_listen)
     _listening.append(True)
-  seconds, counts = dict(_seconds), dict(_counts)
+  seconds, counts, by_program = dict(_seconds), dict(_counts), dict(_by_program)
   own, children = _cpu()
   start = time.perf_counter()
   yield
@@ -69,6 +87,11 @@ def pytest_runtest_protocol(item, nextitem):  # pylint: disable=unused-argument
   for name, event in EVENTS.items():
     record[name] = _seconds[event] - seconds.get(event, 0.0)
     record[f'n_{name}'] = _counts[event] - counts.get(event, 0)
+  programs = collections.defaultdict(dict)
+  for (program, key), value in _by_program.items():
+    if value != by_program.get((program, key), 0):
+      programs[program][key] = value - by_program.get((program, key), 0)
+  record['programs'] = programs
   worker = os.environ.get('PYTEST_XDIST_WORKER', 'main')
   with open(os.path.join(os.environ[OUT_VAR], f'{worker}.jsonl'), 'a', encoding='utf-8') as f:
     f.write(json.dumps(record) + '\n')
@@ -81,7 +104,7 @@ def summarize(records, top):
   for record in records:
     path = record['id'].split('::')[0]
     for key, value in record.items():
-      if key != 'id':
+      if key not in ('id', 'programs'):
         total[key] += value
         by_file[path][key] += value
     by_file[path]['tests'] += 1
@@ -92,13 +115,36 @@ def summarize(records, top):
            f"{total['n_cache_read']:.0f} of them read from the compilation cache "
            f"({total['cache_read']:.0f} s)",
            '',
-           '| file | tests | CPU s | workers | processes | trace | lower | compile or read | built |',
+           '| file | tests | CPU s | workers | processes | trace | lower | compile or read '
+           '| built |',
            '|---|---|---|---|---|---|---|---|---|']
   ranked = sorted(by_file.items(), key=lambda kv: -(kv[1]['own'] + kv[1]['children']))
   for path, t in ranked[:top]:
     lines.append(f"| {path} | {t['tests']} | {t['own'] + t['children']:.1f} | {t['own']:.1f} | "
                  f"{t['children']:.1f} | {t['trace']:.1f} | {t['lower']:.1f} | "
                  f"{t['compile']:.1f} | {t['n_compile']} |")
+  return lines + [''] + summarize_programs(records, top)
+
+
+def summarize_programs(records, top):
+  """The `top` programs by the workers' seconds in tracing, lowering and compiling them.
+
+  Programs are named as jit names them (the function's name), so one line may
+  gather several programs of that name; `tests` counts the tests that built one.
+  """
+  total = collections.defaultdict(collections.Counter)
+  for record in records:
+    for program, seconds in record.get('programs', {}).items():
+      total[program].update(seconds)
+      total[program]['tests'] += 1
+  def pipeline(t):
+    return t['trace'] + t['lower'] + t['compile']
+  lines = ['| program | tests | pipeline s | trace | lower | compile or read | built | read |',
+           '|---|---|---|---|---|---|---|---|']
+  for program, t in sorted(total.items(), key=lambda kv: -pipeline(kv[1]))[:top]:
+    lines.append(f"| {program} | {t['tests']} | {pipeline(t):.1f} | {t['trace']:.1f} | "
+                 f"{t['lower']:.1f} | {t['compile']:.1f} | {t['n_compile']} | "
+                 f"{t['n_cache_read']} |")
   return lines
 
 
